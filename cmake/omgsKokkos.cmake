@@ -1,0 +1,81 @@
+# omgsKokkos.cmake - one way to get Kokkos and Kokkos Kernels, whichever install is there.
+#
+# After omgs_find_kokkos() the imported targets Kokkos::kokkos and Kokkos::kokkoskernels
+# exist, and OMGS_KOKKOS_VERSION, OMGS_KOKKOS_FLAVOR ("upstream" | "trilinos") and
+# OMGS_KOKKOS_BACKENDS are set in the caller's scope.
+#
+# * Upstream Kokkos (>= 4, also 3.x; Spack, source builds) ships a config package that
+#   defines Kokkos::kokkos / Kokkos::kokkoskernels: those are used as they are.
+# * Debian's libtrilinos-kokkos-dev is Kokkos 3.4.01 built by TriBITS. Its config package
+#   defines only trilinos_kokkoscore (etc.) without usage requirements, and its paths are
+#   relative to a prefix that does not hold the headers (those live in
+#   /usr/include/trilinos). The shim below builds Kokkos::kokkos from the real header
+#   directory and libraries instead of trusting those targets.
+#
+# This file is installed with omgs and used by omgsConfig.cmake, so consumers resolve
+# Kokkos exactly the way the library was built.
+
+function(_omgs_kokkos_fail what)
+  message(FATAL_ERROR
+    "omgs: ${what}\n"
+    "  Debian/Ubuntu: sudo apt-get install libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev\n"
+    "  Spack:         spack install kokkos kokkos-kernels\n"
+    "  Or point CMake at an install with -DKokkos_ROOT=<prefix> -DKokkosKernels_ROOT=<prefix>.")
+endfunction()
+
+# Builds an INTERFACE IMPORTED target from Trilinos-style library names.
+function(_omgs_trilinos_target target header include_hint)
+  find_path(_omgs_inc_${header} NAMES ${header}
+    HINTS ${include_hint} PATH_SUFFIXES trilinos NO_CACHE)
+  if(NOT _omgs_inc_${header})
+    _omgs_kokkos_fail("found a Trilinos-packaged Kokkos, but not its header ${header}.")
+  endif()
+  set(_libs "")
+  foreach(name IN LISTS ARGN)
+    find_library(_omgs_lib_${name} NAMES ${name} NO_CACHE)
+    if(NOT _omgs_lib_${name})
+      _omgs_kokkos_fail("found a Trilinos-packaged Kokkos, but not its library ${name}.")
+    endif()
+    list(APPEND _libs ${_omgs_lib_${name}})
+  endforeach()
+  add_library(${target} INTERFACE IMPORTED)
+  set_target_properties(${target} PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${_omgs_inc_${header}}"
+    INTERFACE_LINK_LIBRARIES "${_libs};${CMAKE_DL_LIBS}")
+endfunction()
+
+function(omgs_find_kokkos)
+  if(NOT TARGET Kokkos::kokkos)
+    find_package(Kokkos CONFIG QUIET)
+  endif()
+  if(TARGET Kokkos::kokkos)
+    set(flavor upstream)
+  elseif(Kokkos_FOUND AND "trilinos_kokkoscore" IN_LIST Kokkos_LIBRARIES)
+    set(flavor trilinos)
+    _omgs_trilinos_target(Kokkos::kokkos Kokkos_Core.hpp "${Kokkos_INCLUDE_DIRS}"
+      trilinos_kokkoscore trilinos_kokkoscontainers trilinos_kokkosalgorithms)
+  else()
+    _omgs_kokkos_fail("Kokkos was not found.")
+  endif()
+  if(Kokkos_VERSION VERSION_LESS 3.4)
+    _omgs_kokkos_fail("Kokkos ${Kokkos_VERSION} is too old: omgs needs Kokkos 3.4 or newer.")
+  endif()
+
+  if(NOT TARGET Kokkos::kokkoskernels)
+    find_package(KokkosKernels CONFIG QUIET)
+  endif()
+  if(NOT TARGET Kokkos::kokkoskernels)
+    if(KokkosKernels_FOUND AND "trilinos_kokkoskernels" IN_LIST KokkosKernels_LIBRARIES)
+      _omgs_trilinos_target(Kokkos::kokkoskernels KokkosBlas1_scal.hpp "${KokkosKernels_INCLUDE_DIRS}"
+        trilinos_kokkoskernels)
+      set_property(TARGET Kokkos::kokkoskernels APPEND PROPERTY
+        INTERFACE_LINK_LIBRARIES Kokkos::kokkos)
+    else()
+      _omgs_kokkos_fail("Kokkos Kernels was not found.")
+    endif()
+  endif()
+
+  set(OMGS_KOKKOS_FLAVOR ${flavor} PARENT_SCOPE)
+  set(OMGS_KOKKOS_VERSION ${Kokkos_VERSION} PARENT_SCOPE)
+  set(OMGS_KOKKOS_BACKENDS "${Kokkos_DEVICES}" PARENT_SCOPE)
+endfunction()

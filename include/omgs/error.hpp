@@ -1,0 +1,16 @@
+// omgs::Error: the one exception type omgs throws at init.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace omgs {
+
+/// Thrown by set-up calls (planning, parsing, construction). The message names the
+/// layer, rank, option, file line or field at fault. Per-iteration calls never throw.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+}  // namespace omgs

@@ -1,0 +1,223 @@
+// Module plan: layer descriptions, performance models, the pipeline timeline and the
+// planners that group consecutive layers (MGS and its baselines). Pure C++17: no MPI,
+// no Kokkos, so it is usable (and tested) on its own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <omgs/error.hpp>
+
+namespace omgs {
+
+/// One gradient tensor of the model. Layers are given in forward order: index 0 is the
+/// first layer of the forward pass; the backward pass produces gradients from L-1 to 0.
+struct LayerSpec {
+  std::string name;
+  std::uint64_t numel = 0;  ///< number of gradient elements (> 0)
+  double backward_s = 0.0;  ///< time to compute this layer's gradient (>= 0, finite)
+};
+
+/// Longest layer name accepted (bytes).
+inline constexpr std::size_t max_layer_name_bytes = 1024;
+
+/// Throws omgs::Error naming the first bad layer: empty list, empty / too long / duplicate
+/// name, numel == 0, negative or non-finite backward time.
+void validate_layers(const std::vector<LayerSpec>& layers);
+
+/// k = ceil(density * numel), the number of entries top-k keeps, clamped to [1, numel] for
+/// numel > 0 (0 for numel == 0). A relative slack of 1e-12 absorbs the representation error
+/// of decimal densities, so that 0.01 * 100 keeps 1 element, not 2.
+std::uint64_t selected_count(std::uint64_t numel, double density);
+
+/// Throws omgs::Error unless 0 < density <= 1.
+void validate_density(double density);
+
+// ---------------------------------------------------------------------------------------
+// Performance models
+// ---------------------------------------------------------------------------------------
+
+/// Predicts the two costs MGS trades off. numel is a (merged) group's element count.
+class PerfModel {
+ public:
+  virtual ~PerfModel() = default;
+  /// Seconds to select the top-k of numel elements on the device.
+  virtual double topk_s(std::uint64_t numel) const = 0;
+  /// Seconds to allgather the k = density * numel selected entries among `workers` ranks.
+  virtual double allgather_s(std::uint64_t numel, int workers, double density) const = 0;
+  /// Throws omgs::Error if this model cannot predict for `workers` ranks.
+  virtual void check_workers(int workers) const = 0;
+  /// One line describing the model (shown by omgs-plan and the runtime's report).
+  virtual std::string describe() const = 0;
+};
+
+/// The constants of the original OMGS-SGD code (a 16-GPU cluster), so that plans reproduce
+/// the published ones:
+///   topk_s(x)           = 0 if x == 0 else 2.18896957e-10 * x * log2(x)
+///   allgather_s(x,P,d)  = 0 if x == 0 else (a + b * size) * 2,  size = x * P * 4 * d bytes,
+/// with (a, b) from a table for P in {2, 4, 8, 16}, small (size < 1 MiB) or large messages.
+/// Any other P is an error: the model only knows that cluster.
+class ReferenceModel final : public PerfModel {
+ public:
+  double topk_s(std::uint64_t numel) const override;
+  double allgather_s(std::uint64_t numel, int workers, double density) const override;
+  void check_workers(int workers) const override;
+  std::string describe() const override;
+};
+
+/// How an AlphaBetaModel's top-k time grows with n.
+enum class TopkForm {
+  linear,  ///< c0 + c1 * n
+  nlogn,   ///< c0 + c1 * n * log2(n)
+};
+
+/// Latency / inverse bandwidth of one allgather for a given number of workers.
+struct AlphaBeta {
+  double alpha_s = 0.0;          ///< start-up latency, seconds
+  double beta_s_per_byte = 0.0;  ///< seconds per byte received
+};
+
+/// A calibratable model: top-k time c0 + c1 * f(n) and allgather time alpha + beta * bytes,
+/// where bytes = P * k * 8 is what each rank really receives (k (uint32 index, float value)
+/// pairs from each of P ranks). Saved and loaded as a small JSON document:
+///   {"type": "alpha_beta",
+///    "topk": {"form": "linear" | "nlogn", "c0_s": 0.0, "c1_s": 1e-9},
+///    "allgather": [{"workers": 4, "alpha_s": 1e-5, "beta_s_per_byte": 1e-10}, ...]}
+class AlphaBetaModel final : public PerfModel {
+ public:
+  AlphaBetaModel(TopkForm form, double c0_s, double c1_s, std::map<int, AlphaBeta> allgather);
+
+  /// Parses the JSON form; `source` names the document in error messages.
+  static AlphaBetaModel from_json(std::string_view text, const std::string& source = "<json>");
+  static AlphaBetaModel load(const std::string& path);
+  std::string to_json() const;
+  void save(const std::string& path) const;
+
+  /// Bytes each rank receives in the allgather of a group of numel elements.
+  static double bytes_received(std::uint64_t numel, int workers, double density);
+
+  double topk_s(std::uint64_t numel) const override;
+  double allgather_s(std::uint64_t numel, int workers, double density) const override;
+  void check_workers(int workers) const override;
+  std::string describe() const override;
+
+  TopkForm topk_form() const { return form_; }
+  double topk_c0_s() const { return c0_s_; }
+  double topk_c1_s() const { return c1_s_; }
+  const std::map<int, AlphaBeta>& allgather_table() const { return allgather_; }
+
+ private:
+  TopkForm form_;
+  double c0_s_;
+  double c1_s_;
+  std::map<int, AlphaBeta> allgather_;
+};
+
+/// "reference" gives a ReferenceModel; anything else is read as an AlphaBetaModel JSON file.
+std::unique_ptr<PerfModel> make_perf_model(const std::string& spec);
+
+// ---------------------------------------------------------------------------------------
+// Plans and their timeline
+// ---------------------------------------------------------------------------------------
+
+/// A merged group: the consecutive layers [begin, end) in forward indices. Backward
+/// produces layer end-1 first, so the group is complete when layer `begin` is ready.
+struct Group {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::uint64_t numel = 0;  ///< sum of the layers' numel
+};
+
+/// When each phase of a group happens in the predicted pipeline (seconds from the start of
+/// the backward pass). Backward and top-k share the compute stream; communications are
+/// serialized on the network in plan order.
+struct GroupTiming {
+  double backward_start_s = 0.0;
+  double topk_start_s = 0.0;  ///< = end of the group's backward
+  double topk_end_s = 0.0;
+  double comm_start_s = 0.0;
+  double comm_end_s = 0.0;
+};
+
+struct Timeline {
+  std::vector<GroupTiming> groups;      ///< one per group, plan order
+  double compute_end_s = 0.0;           ///< end of the last top-k
+  double iteration_end_s = 0.0;         ///< end of the last communication
+  double non_overlapped_comm_s = 0.0;   ///< iteration_end_s - compute_end_s
+  double comm_total_s = 0.0;            ///< sum of the communication times
+};
+
+enum class Planner { mgs, layerwise, single, threshold, optimal };
+
+/// "mgs" | "layerwise" | "single" | "threshold" | "optimal"; throws omgs::Error otherwise.
+Planner parse_planner(std::string_view name);
+std::string_view to_string(Planner planner);
+/// Every planner, in a fixed order (for comparisons).
+const std::vector<Planner>& all_planners();
+
+struct PlanConfig {
+  int workers = 1;                       ///< P, number of ranks
+  double density = 0.001;                ///< fraction of entries top-k keeps
+  std::uint64_t threshold_numel = 8192;  ///< the threshold planner's group size
+};
+
+struct Plan {
+  Planner planner = Planner::mgs;
+  std::vector<Group> groups;                ///< plan order: groups[0] holds layer L-1
+  std::vector<std::size_t> group_of_layer;  ///< layer index -> group index
+  Timeline predicted;                       ///< the timeline model applied to `groups`
+};
+
+/// The timeline model of the MGS paper applied to any grouping (plan order, covering every
+/// layer once): group g's backward starts when the previous group's top-k ends, its top-k
+/// follows its backward, and its communication starts when both its top-k and the previous
+/// communication are done. Throws omgs::Error if `groups` is not such a partition.
+Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>& groups,
+                 const PerfModel& model, const PlanConfig& config);
+
+/// Builds the Plan (group_of_layer, predicted timeline) of a grouping.
+Plan make_plan_from_groups(Planner planner, const std::vector<LayerSpec>& layers,
+                           std::vector<Group> groups, const PerfModel& model,
+                           const PlanConfig& config);
+
+/// Validates the inputs, runs the planner and predicts its timeline.
+Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
+               const PlanConfig& config);
+
+/// The groupings themselves (plan order). make_plan calls these after validation.
+std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                              const PlanConfig& config);
+std::vector<Group> groups_layerwise(const std::vector<LayerSpec>& layers);
+std::vector<Group> groups_single(const std::vector<LayerSpec>& layers);
+std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
+                                    std::uint64_t threshold_numel);
+/// Minimum predicted iteration end over all partitions into consecutive groups (dynamic
+/// programming over group boundaries with the Pareto front of (compute end, comm end)).
+std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                                  const PlanConfig& config);
+/// The same optimum by trying all 2^(L-1) partitions; L <= 20 (an oracle for tests).
+std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
+                                             const PerfModel& model, const PlanConfig& config);
+
+// ---------------------------------------------------------------------------------------
+// Model description files
+// ---------------------------------------------------------------------------------------
+
+/// Reads the CSV model format: header `name,numel,backward_s`, then one row per tensor in
+/// forward order. Blank lines and lines starting with '#' are skipped. Errors name the
+/// source, line and field. The result is validated (validate_layers).
+std::vector<LayerSpec> parse_model_csv(std::istream& in, const std::string& source);
+std::vector<LayerSpec> load_model_csv(const std::string& path);
+
+/// The plan as JSON: {"planner", "workers", "density", "groups": [[names, highest index
+/// first], ...], "group_numel": [...], "predicted": {...}, "timeline": [...]}.
+std::string plan_to_json(const Plan& plan, const std::vector<LayerSpec>& layers,
+                         const PlanConfig& config);
+
+}  // namespace omgs
