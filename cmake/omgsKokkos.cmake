@@ -7,10 +7,11 @@
 # * Upstream Kokkos (>= 4, also 3.x; Spack, source builds) ships a config package that
 #   defines Kokkos::kokkos / Kokkos::kokkoskernels: those are used as they are.
 # * Debian's libtrilinos-kokkos-dev is Kokkos 3.4.01 built by TriBITS. Its config package
-#   defines only trilinos_kokkoscore (etc.) without usage requirements, and its paths are
-#   relative to a prefix that does not hold the headers (those live in
-#   /usr/include/trilinos). The shim below builds Kokkos::kokkos from the real header
-#   directory and libraries instead of trusting those targets.
+#   defines trilinos_kokkoscore (etc.) without usage requirements, plus a Kokkos::kokkos
+#   whose include directory is computed as <prefix>/include from a prefix four levels
+#   above the config file: /usr/lib/include, which does not exist (the headers live in
+#   /usr/include/trilinos). The shim gives Kokkos::kokkos the real header directory and
+#   libraries instead of trusting those targets.
 #
 # This file is installed with omgs and used by omgsConfig.cmake, so consumers resolve
 # Kokkos exactly the way the library was built.
@@ -38,22 +39,24 @@ function(_omgs_trilinos_target target header include_hint)
     endif()
     list(APPEND _libs ${_omgs_lib_${name}})
   endforeach()
-  add_library(${target} INTERFACE IMPORTED)
+  if(NOT TARGET ${target})
+    add_library(${target} INTERFACE IMPORTED)
+  endif()
   set_target_properties(${target} PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES "${_omgs_inc_${header}}"
     INTERFACE_LINK_LIBRARIES "${_libs};${CMAKE_DL_LIBS}")
 endfunction()
 
 function(omgs_find_kokkos)
-  if(NOT TARGET Kokkos::kokkos)
-    find_package(Kokkos CONFIG QUIET)
-  endif()
-  if(TARGET Kokkos::kokkos)
-    set(flavor upstream)
-  elseif(Kokkos_FOUND AND "trilinos_kokkoscore" IN_LIST Kokkos_LIBRARIES)
+  # Called even when Kokkos::kokkos exists: a consumer may have found Debian's broken one.
+  find_package(Kokkos CONFIG QUIET)
+  if(Kokkos_FOUND AND ("trilinos_kokkoscore" IN_LIST Kokkos_LIBRARIES OR TARGET trilinos_kokkoscore))
     set(flavor trilinos)
     _omgs_trilinos_target(Kokkos::kokkos Kokkos_Core.hpp "${Kokkos_INCLUDE_DIRS}"
       trilinos_kokkoscore trilinos_kokkoscontainers trilinos_kokkosalgorithms)
+    set_property(TARGET Kokkos::kokkos PROPERTY INTERFACE_COMPILE_FEATURES cxx_std_14)
+  elseif(TARGET Kokkos::kokkos)
+    set(flavor upstream)
   else()
     _omgs_kokkos_fail("Kokkos was not found.")
   endif()

@@ -146,11 +146,11 @@ struct GroupTiming {
 };
 
 struct Timeline {
-  std::vector<GroupTiming> groups;      ///< one per group, plan order
-  double compute_end_s = 0.0;           ///< end of the last top-k
-  double iteration_end_s = 0.0;         ///< end of the last communication
-  double non_overlapped_comm_s = 0.0;   ///< iteration_end_s - compute_end_s
-  double comm_total_s = 0.0;            ///< sum of the communication times
+  std::vector<GroupTiming> groups;     ///< one per group, plan order
+  double compute_end_s = 0.0;          ///< end of the last top-k
+  double iteration_end_s = 0.0;        ///< end of the last communication
+  double non_overlapped_comm_s = 0.0;  ///< iteration_end_s - compute_end_s
+  double comm_total_s = 0.0;           ///< sum of the communication times
 };
 
 enum class Planner { mgs, layerwise, single, threshold, optimal };

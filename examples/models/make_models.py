@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Write the bundled model descriptions used by omgs examples and tests.
+
+Output: one CSV per model in this script's directory (or --out-dir):
+
+    resnet50.csv  vgg16.csv  bert_base.csv  gpt2_small.csv
+
+Format: header `name,numel,backward_s`, then one row per gradient tensor in
+FORWARD order (row 0 = the first parameter the forward pass uses). The backward
+pass visits the rows from the last to the first. Names are the reference
+framework's `named_parameters()` names: torchvision for ResNet-50 and VGG-16,
+HuggingFace transformers for BERT-base-uncased (BertModel: with pooler,
+without MLM head) and GPT-2 small (GPT2LMHeadModel; lm_head.weight is tied to
+transformer.wte.weight and is therefore not a separate gradient).
+
+Shapes are facts, taken from the architectures (the script asserts the known
+parameter totals). Times are ESTIMATES, computed as follows.
+
+backward_s estimate
+-------------------
+  backward_s(tensor) = backward FLOPs charged to the tensor / THROUGHPUT
+  THROUGHPUT         = 15e12 FLOP/s by default (--tflops), a V100-class fp32
+                       figure; every time scales with 1/THROUGHPUT.
+
+  Batches: ResNet-50 and VGG-16: batch 32 at 224x224 (ImageNet);
+           BERT-base: batch 32, sequence 128 (4096 tokens);
+           GPT-2 small: batch 8, sequence 1024 (8192 tokens).
+
+  Weight-owning ops (all backward time of the layer goes on its weight):
+    conv   forward FLOPs = 2*Cin*Cout*kh*kw*Hout*Wout*batch
+    linear forward FLOPs = 2*in*out*tokens   (tokens = batch for CNN heads)
+    backward FLOPs = 2 x forward (dX and dW, each as costly as the forward),
+    except the very first conv of a CNN, whose input is the data and needs no
+    dX: backward = 1 x forward.
+  Bias of a conv / linear: BIAS_FLOPS_PER_ELEM (1) per output activation
+    element (db is a sum of dY over batch and space / tokens).
+  Norm layers (BatchNorm, LayerNorm): the weight gets NORM_WEIGHT_FLOPS_PER_ELEM
+    (8) per normalized activation element (dgamma reduction plus dX), the bias
+    NORM_BIAS_FLOPS_PER_ELEM (1) (dbeta = sum of dY).
+  Embeddings: EMBED_FLOPS_PER_ELEM (2) per tokens*hidden element (scatter-add
+    of dY rows into the table), no dX.
+  Parameter-free work that lies between two weight tensors in the backward
+  pass is charged to the weight tensor whose backward follows it, so that the
+  time at which each gradient becomes ready is right:
+    - transformer attention core (Q K^T and softmax(.) V: forward
+      4*seq*seq*hidden*batch FLOPs, backward 2x) is charged to the first of
+      the Q/K/V projection weights visited in backward (BERT: value.weight,
+      GPT-2: attn.c_attn.weight);
+    - GPT-2's tied LM head (forward 2*hidden*vocab*tokens, backward 2x) runs
+      before every other backward op; it is charged to the last row,
+      transformer.ln_f.bias, the first gradient backward visits.
+  Not modelled (treated as free): activations (ReLU, GELU), pooling, softmax
+  of the loss, dropout, residual additions, the optimizer. Elementwise work is
+  memory bound on real GPUs, so real norm / bias times are larger than these
+  FLOP counts say; FLOP-bound layers dominate the totals either way.
+
+Usage: python3 make_models.py [--out-dir DIR] [--tflops 15]
+Python 3 standard library only.
+"""
+
+import argparse
+import csv
+import math
+import os
+import sys
+
+THROUGHPUT_DEFAULT_TFLOPS = 15.0
+BIAS_FLOPS_PER_ELEM = 1.0
+NORM_WEIGHT_FLOPS_PER_ELEM = 8.0
+NORM_BIAS_FLOPS_PER_ELEM = 1.0
+EMBED_FLOPS_PER_ELEM = 2.0
+
+IMAGE_BATCH = 32
+IMAGE_SIZE = 224
+BERT_BATCH, BERT_SEQ = 32, 128
+GPT2_BATCH, GPT2_SEQ = 8, 1024
+
+
+class Model:
+    """Collects (name, numel, backward FLOPs) rows in forward order."""
+
+    def __init__(self, name):
+        self.name = name
+        self.rows = []
+
+    def add(self, name, numel, flops):
+        self.rows.append([name, int(numel), float(flops)])
+
+    def charge(self, name, flops):
+        """Adds parameter-free work to an existing row."""
+        for row in self.rows:
+            if row[0] == name:
+                row[2] += flops
+                return
+        raise KeyError(name)
+
+    # --- building blocks -------------------------------------------------
+    def conv(self, prefix, cin, cout, k, hout, wout, batch, bias, first=False):
+        fwd = 2.0 * cin * cout * k * k * hout * wout * batch
+        self.add(prefix + ".weight", cout * cin * k * k, fwd * (1.0 if first else 2.0))
+        if bias:
+            self.add(prefix + ".bias", cout, BIAS_FLOPS_PER_ELEM * cout * hout * wout * batch)
+
+    def norm(self, prefix, channels, elems):
+        """BatchNorm / LayerNorm over `elems` activation elements."""
+        self.add(prefix + ".weight", channels, NORM_WEIGHT_FLOPS_PER_ELEM * elems)
+        self.add(prefix + ".bias", channels, NORM_BIAS_FLOPS_PER_ELEM * elems)
+
+    def linear(self, prefix, fin, fout, tokens, bias=True):
+        self.add(prefix + ".weight", fin * fout, 2.0 * (2.0 * fin * fout * tokens))
+        if bias:
+            self.add(prefix + ".bias", fout, BIAS_FLOPS_PER_ELEM * fout * tokens)
+
+    def embedding(self, name, rows, hidden, tokens):
+        self.add(name, rows * hidden, EMBED_FLOPS_PER_ELEM * tokens * hidden)
+
+
+def resnet50():
+    """torchvision.models.resnet50 (v1.5: stride on the 3x3 conv)."""
+    m = Model("resnet50")
+    b = IMAGE_BATCH
+    h = IMAGE_SIZE // 2  # conv1: 7x7 stride 2 -> 112
+    m.conv("conv1", 3, 64, 7, h, h, b, bias=False, first=True)
+    m.norm("bn1", 64, 64 * h * h * b)
+    h //= 2  # maxpool 3x3 stride 2 -> 56
+    inplanes = 64
+    for li, (planes, blocks, stride) in enumerate(
+        [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)], start=1
+    ):
+        for bi in range(blocks):
+            p = "layer%d.%d" % (li, bi)
+            s = stride if bi == 0 else 1
+            hin, hout = h, h // s
+            out = planes * 4
+            m.conv(p + ".conv1", inplanes, planes, 1, hin, hin, b, bias=False)
+            m.norm(p + ".bn1", planes, planes * hin * hin * b)
+            m.conv(p + ".conv2", planes, planes, 3, hout, hout, b, bias=False)
+            m.norm(p + ".bn2", planes, planes * hout * hout * b)
+            m.conv(p + ".conv3", planes, out, 1, hout, hout, b, bias=False)
+            m.norm(p + ".bn3", out, out * hout * hout * b)
+            if bi == 0:  # downsample = conv1x1(stride) + BN
+                m.conv(p + ".downsample.0", inplanes, out, 1, hout, hout, b, bias=False)
+                m.norm(p + ".downsample.1", out, out * hout * hout * b)
+            inplanes, h = out, hout
+    m.linear("fc", 2048, 1000, b)  # after global average pooling
+    return m, 25557032, 161
+
+
+def vgg16():
+    """torchvision.models.vgg16 (configuration D, no batch norm)."""
+    m = Model("vgg16")
+    b = IMAGE_BATCH
+    cfg = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
+    idx, cin, h = 0, 3, IMAGE_SIZE
+    for v in cfg:
+        if v == "M":
+            h //= 2
+            idx += 1
+            continue
+        m.conv("features.%d" % idx, cin, v, 3, h, h, b, bias=True, first=(idx == 0))
+        idx += 2  # Conv2d, ReLU
+        cin = v
+    # AdaptiveAvgPool2d((7, 7)) is the identity at 224x224: 512*7*7 = 25088
+    m.linear("classifier.0", 512 * 7 * 7, 4096, b)  # then ReLU, Dropout
+    m.linear("classifier.3", 4096, 4096, b)  # then ReLU, Dropout
+    m.linear("classifier.6", 4096, 1000, b)
+    return m, 138357544, 32
+
+
+def bert_base():
+    """transformers BertModel, bert-base-uncased config, with pooler."""
+    m = Model("bert_base")
+    hid, inter, layers, vocab, maxpos, types = 768, 3072, 12, 30522, 512, 2
+    b, seq = BERT_BATCH, BERT_SEQ
+    tok = b * seq
+    m.embedding("embeddings.word_embeddings.weight", vocab, hid, tok)
+    m.embedding("embeddings.position_embeddings.weight", maxpos, hid, tok)
+    m.embedding("embeddings.token_type_embeddings.weight", types, hid, tok)
+    m.norm("embeddings.LayerNorm", hid, tok * hid)
+    for i in range(layers):
+        p = "encoder.layer.%d." % i
+        m.linear(p + "attention.self.query", hid, hid, tok)
+        m.linear(p + "attention.self.key", hid, hid, tok)
+        m.linear(p + "attention.self.value", hid, hid, tok)
+        # attention core: backward runs after attention.output.dense's, before value's
+        m.charge(p + "attention.self.value.weight", 2.0 * 4.0 * seq * seq * hid * b)
+        m.linear(p + "attention.output.dense", hid, hid, tok)
+        m.norm(p + "attention.output.LayerNorm", hid, tok * hid)
+        m.linear(p + "intermediate.dense", hid, inter, tok)
+        m.linear(p + "output.dense", inter, hid, tok)
+        m.norm(p + "output.LayerNorm", hid, tok * hid)
+    m.linear("pooler.dense", hid, hid, b)  # on the [CLS] token only
+    return m, 109482240, 5 + 16 * layers + 2
+
+
+def gpt2_small():
+    """transformers GPT2LMHeadModel, gpt2 (small) config; lm_head tied to wte."""
+    m = Model("gpt2_small")
+    hid, layers, vocab, npos = 768, 12, 50257, 1024
+    b, seq = GPT2_BATCH, GPT2_SEQ
+    tok = b * seq
+    m.embedding("transformer.wte.weight", vocab, hid, tok)
+    m.embedding("transformer.wpe.weight", npos, hid, tok)
+    for i in range(layers):
+        p = "transformer.h.%d." % i
+        m.norm(p + "ln_1", hid, tok * hid)
+        m.linear(p + "attn.c_attn", hid, 3 * hid, tok)  # Conv1D, weight (768, 2304)
+        m.charge(p + "attn.c_attn.weight", 2.0 * 4.0 * seq * seq * hid * b)
+        m.linear(p + "attn.c_proj", hid, hid, tok)
+        m.norm(p + "ln_2", hid, tok * hid)
+        m.linear(p + "mlp.c_fc", hid, 4 * hid, tok)
+        m.linear(p + "mlp.c_proj", 4 * hid, hid, tok)
+    m.norm("transformer.ln_f", hid, tok * hid)
+    # tied LM head: its backward (dX and the dW part of wte.grad) runs first
+    m.charge("transformer.ln_f.bias", 2.0 * (2.0 * hid * vocab * tok))
+    return m, 124439808, 2 + 12 * layers + 2
+
+
+def check(m, total, count):
+    names = [r[0] for r in m.rows]
+    assert len(names) == count, "%s: %d tensors, expected %d" % (m.name, len(names), count)
+    assert len(set(names)) == len(names), "%s: duplicate names" % m.name
+    numel = sum(r[1] for r in m.rows)
+    assert numel == total, "%s: %d parameters, expected %d" % (m.name, numel, total)
+    for name, n, flops in m.rows:
+        assert n > 0, "%s: %s has numel %d" % (m.name, name, n)
+        assert math.isfinite(flops) and flops > 0, "%s: %s has cost %r" % (m.name, name, flops)
+
+
+def write(m, path, throughput):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["name", "numel", "backward_s"])
+        for name, n, flops in m.rows:
+            w.writerow([name, n, "%.9e" % (flops / throughput)])
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out-dir", default=os.path.dirname(os.path.abspath(__file__)))
+    ap.add_argument("--tflops", type=float, default=THROUGHPUT_DEFAULT_TFLOPS,
+                    help="effective throughput in TFLOP/s (default %(default)s)")
+    args = ap.parse_args(argv)
+    assert args.tflops > 0
+    throughput = args.tflops * 1e12
+    os.makedirs(args.out_dir, exist_ok=True)
+    for build, fname in [(resnet50, "resnet50.csv"), (vgg16, "vgg16.csv"),
+                         (bert_base, "bert_base.csv"), (gpt2_small, "gpt2_small.csv")]:
+        m, total, count = build()
+        check(m, total, count)
+        path = os.path.join(args.out_dir, fname)
+        write(m, path, throughput)
+        print("%-14s %4d tensors %11d params  backward %.4f s  -> %s"
+              % (m.name, len(m.rows), total, sum(r[2] for r in m.rows) / throughput, path))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,56 @@
+// A small JSON reader and writer helpers for omgs' own files (perf models, plans, traces).
+// Not a general-purpose library: numbers are doubles, objects keep insertion order.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace omgs::detail {
+
+class JsonValue {
+ public:
+  enum class Kind { null, boolean, number, string, array, object };
+
+  Kind kind() const { return kind_; }
+  bool is(Kind k) const { return kind_ == k; }
+  double number() const { return number_; }
+  bool boolean() const { return boolean_; }
+  const std::string& string() const { return string_; }
+  const std::vector<JsonValue>& array() const { return array_; }
+  const std::vector<std::pair<std::string, JsonValue>>& object() const { return object_; }
+  /// The member named key, or nullptr.
+  const JsonValue* find(std::string_view key) const;
+
+  static JsonValue make_null() { return JsonValue(Kind::null); }
+  static JsonValue make_bool(bool b);
+  static JsonValue make_number(double d);
+  static JsonValue make_string(std::string s);
+  static JsonValue make_array(std::vector<JsonValue> a);
+  static JsonValue make_object(std::vector<std::pair<std::string, JsonValue>> o);
+
+ private:
+  explicit JsonValue(Kind k) : kind_(k) {}
+  Kind kind_ = Kind::null;
+  bool boolean_ = false;
+  double number_ = 0.0;
+  std::string string_;
+  std::vector<JsonValue> array_;
+  std::vector<std::pair<std::string, JsonValue>> object_;
+};
+
+/// Parses a whole document; throws omgs::Error "<source>: line L, column C: ..." on error.
+JsonValue parse_json(std::string_view text, const std::string& source);
+
+/// Kind name for messages ("number", "object", ...).
+const char* json_kind_name(JsonValue::Kind kind);
+
+/// Writes s as a JSON string literal (with quotes).
+std::string json_quote(std::string_view s);
+/// Writes d so that it reads back as the same double (17 significant digits, no locale).
+std::string json_number(double d);
+
+}  // namespace omgs::detail

@@ -1,0 +1,221 @@
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <omgs/plan.hpp>
+
+#include "json.hpp"
+
+namespace omgs {
+
+// ---------------------------------------------------------------------------------------
+// ReferenceModel: the original code's constants. Expressions are written in the order of
+// the original Python so that the doubles (and hence the MGS decisions) are identical.
+// ---------------------------------------------------------------------------------------
+
+namespace {
+struct RefEntry {
+  int workers;
+  AlphaBeta small;  // messages < 1 MiB
+  AlphaBeta large;
+};
+constexpr RefEntry reference_table[] = {
+    {2, {1.6e-3, 1.0e-8}, {4.4e-3, 5.8e-9}},
+    {4, {2.7e-3, 1.3e-8}, {5.6e-3, 7.4e-9}},
+    {8, {4.0e-3, 1.5e-8}, {7.68e-3, 8.2e-9}},
+    {16, {1.7e-3, 1.7e-8}, {2.1e-3, 1.7e-8}},
+};
+const RefEntry* find_reference(int workers) {
+  for (const RefEntry& e : reference_table)
+    if (e.workers == workers) return &e;
+  return nullptr;
+}
+}  // namespace
+
+double ReferenceModel::topk_s(std::uint64_t numel) const {
+  if (numel == 0) return 0.0;
+  const double x = static_cast<double>(numel);
+  return 2.18896957e-10 * x * std::log2(x);
+}
+
+double ReferenceModel::allgather_s(std::uint64_t numel, int workers, double density) const {
+  if (numel == 0) return 0.0;
+  const RefEntry* e = find_reference(workers);
+  if (e == nullptr) check_workers(workers);  // throws
+  // size = x * P * 4 * d: the integer product first, then the density, as in Python.
+  const double size =
+      static_cast<double>(numel * static_cast<std::uint64_t>(workers) * 4u) * density;
+  const AlphaBeta& ab = size < 1024.0 * 1024.0 ? e->small : e->large;
+  return (ab.alpha_s + ab.beta_s_per_byte * size) * 2;
+}
+
+void ReferenceModel::check_workers(int workers) const {
+  if (find_reference(workers) == nullptr)
+    throw Error(
+        "omgs: the reference performance model knows only P = 2, 4, 8 or 16 workers "
+        "(the cluster of the original OMGS-SGD code), not P = " +
+        std::to_string(workers) + "; calibrate or give an alpha-beta JSON model");
+}
+
+std::string ReferenceModel::describe() const {
+  return "reference (OMGS-SGD paper constants: topk 2.18896957e-10*n*log2(n) s, "
+         "allgather alpha-beta tables for P in {2,4,8,16})";
+}
+
+// ---------------------------------------------------------------------------------------
+// AlphaBetaModel
+// ---------------------------------------------------------------------------------------
+
+AlphaBetaModel::AlphaBetaModel(TopkForm form, double c0_s, double c1_s,
+                               std::map<int, AlphaBeta> allgather)
+    : form_(form), c0_s_(c0_s), c1_s_(c1_s), allgather_(std::move(allgather)) {
+  auto check = [](double v, const std::string& what) {
+    if (!std::isfinite(v) || v < 0.0)
+      throw Error("omgs: alpha-beta model: " + what + " = " + std::to_string(v) +
+                  " (must be finite and >= 0)");
+  };
+  check(c0_s_, "topk c0_s");
+  check(c1_s_, "topk c1_s");
+  if (allgather_.empty()) throw Error("omgs: alpha-beta model: the allgather table is empty");
+  for (const auto& [p, ab] : allgather_) {
+    if (p < 1)
+      throw Error("omgs: alpha-beta model: allgather entry for workers = " + std::to_string(p) +
+                  " (must be >= 1)");
+    check(ab.alpha_s, "allgather alpha_s for workers " + std::to_string(p));
+    check(ab.beta_s_per_byte, "allgather beta_s_per_byte for workers " + std::to_string(p));
+  }
+}
+
+double AlphaBetaModel::bytes_received(std::uint64_t numel, int workers, double density) {
+  constexpr double pair_bytes = 8.0;  // uint32 index + float value
+  return static_cast<double>(workers) * static_cast<double>(selected_count(numel, density)) *
+         pair_bytes;
+}
+
+double AlphaBetaModel::topk_s(std::uint64_t numel) const {
+  if (numel == 0) return 0.0;
+  const double n = static_cast<double>(numel);
+  const double f = form_ == TopkForm::linear ? n : n * std::log2(n);
+  return c0_s_ + c1_s_ * f;
+}
+
+double AlphaBetaModel::allgather_s(std::uint64_t numel, int workers, double density) const {
+  if (numel == 0) return 0.0;
+  auto it = allgather_.find(workers);
+  if (it == allgather_.end()) check_workers(workers);  // throws
+  return it->second.alpha_s + it->second.beta_s_per_byte * bytes_received(numel, workers, density);
+}
+
+void AlphaBetaModel::check_workers(int workers) const {
+  if (allgather_.count(workers) != 0) return;
+  std::string known;
+  for (const auto& [p, ab] : allgather_) known += (known.empty() ? "" : ", ") + std::to_string(p);
+  throw Error("omgs: the alpha-beta model has no allgather entry for P = " +
+              std::to_string(workers) + " workers (it has: " + known + ")");
+}
+
+std::string AlphaBetaModel::describe() const {
+  std::ostringstream os;
+  os << "alpha-beta (topk " << c0_s_ << " + " << c1_s_
+     << (form_ == TopkForm::linear ? "*n" : "*n*log2(n)") << " s; allgather";
+  for (const auto& [p, ab] : allgather_)
+    os << " P=" << p << ": " << ab.alpha_s << " + " << ab.beta_s_per_byte << "*bytes s;";
+  os << ")";
+  return os.str();
+}
+
+namespace {
+using detail::JsonValue;
+
+const JsonValue& member(const JsonValue& obj, std::string_view key, JsonValue::Kind kind,
+                        const std::string& where) {
+  const JsonValue* v = obj.find(key);
+  if (v == nullptr) throw Error(where + ": missing member \"" + std::string(key) + "\"");
+  if (!v->is(kind))
+    throw Error(where + ": member \"" + std::string(key) + "\" must be a " +
+                detail::json_kind_name(kind) + ", not a " + detail::json_kind_name(v->kind()));
+  return *v;
+}
+}  // namespace
+
+AlphaBetaModel AlphaBetaModel::from_json(std::string_view text, const std::string& source) {
+  const JsonValue doc = detail::parse_json(text, source);
+  if (!doc.is(JsonValue::Kind::object)) throw Error(source + ": the document must be an object");
+  const std::string& type = member(doc, "type", JsonValue::Kind::string, source).string();
+  if (type != "alpha_beta")
+    throw Error(source + ": \"type\" is \"" + type + "\", expected \"alpha_beta\"");
+  const JsonValue& topk = member(doc, "topk", JsonValue::Kind::object, source);
+  const std::string where_topk = source + ": topk";
+  const std::string& form_name = member(topk, "form", JsonValue::Kind::string, where_topk).string();
+  TopkForm form;
+  if (form_name == "linear")
+    form = TopkForm::linear;
+  else if (form_name == "nlogn")
+    form = TopkForm::nlogn;
+  else
+    throw Error(where_topk + ": \"form\" is \"" + form_name +
+                "\", expected \"linear\" or \"nlogn\"");
+  const double c0 = member(topk, "c0_s", JsonValue::Kind::number, where_topk).number();
+  const double c1 = member(topk, "c1_s", JsonValue::Kind::number, where_topk).number();
+
+  std::map<int, AlphaBeta> table;
+  const JsonValue& ag = member(doc, "allgather", JsonValue::Kind::array, source);
+  for (std::size_t i = 0; i < ag.array().size(); ++i) {
+    const std::string where = source + ": allgather[" + std::to_string(i) + "]";
+    const JsonValue& e = ag.array()[i];
+    if (!e.is(JsonValue::Kind::object)) throw Error(where + " must be an object");
+    const double p = member(e, "workers", JsonValue::Kind::number, where).number();
+    if (p != std::floor(p) || p < 1 || p > 1e9)
+      throw Error(where + ": \"workers\" must be a positive integer");
+    AlphaBeta ab;
+    ab.alpha_s = member(e, "alpha_s", JsonValue::Kind::number, where).number();
+    ab.beta_s_per_byte = member(e, "beta_s_per_byte", JsonValue::Kind::number, where).number();
+    if (!table.emplace(static_cast<int>(p), ab).second)
+      throw Error(where + ": a second entry for workers = " + std::to_string(static_cast<int>(p)));
+  }
+  try {
+    return AlphaBetaModel(form, c0, c1, std::move(table));
+  } catch (const Error& e) {
+    throw Error(source + ": " + e.what());
+  }
+}
+
+AlphaBetaModel AlphaBetaModel::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("omgs: cannot open the performance model file '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return from_json(ss.str(), path);
+}
+
+std::string AlphaBetaModel::to_json() const {
+  using detail::json_number;
+  std::string s = "{\n  \"type\": \"alpha_beta\",\n  \"topk\": {\"form\": \"";
+  s += form_ == TopkForm::linear ? "linear" : "nlogn";
+  s += "\", \"c0_s\": " + json_number(c0_s_) + ", \"c1_s\": " + json_number(c1_s_) + "},\n";
+  s += "  \"allgather\": [";
+  bool first = true;
+  for (const auto& [p, ab] : allgather_) {
+    s += first ? "\n" : ",\n";
+    first = false;
+    s += "    {\"workers\": " + std::to_string(p) + ", \"alpha_s\": " + json_number(ab.alpha_s) +
+         ", \"beta_s_per_byte\": " + json_number(ab.beta_s_per_byte) + "}";
+  }
+  s += "\n  ]\n}\n";
+  return s;
+}
+
+void AlphaBetaModel::save(const std::string& path) const {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw Error("omgs: cannot write the performance model file '" + path + "'");
+  out << to_json();
+  if (!out) throw Error("omgs: writing the performance model file '" + path + "' failed");
+}
+
+std::unique_ptr<PerfModel> make_perf_model(const std::string& spec) {
+  if (spec == "reference") return std::make_unique<ReferenceModel>();
+  if (spec.empty()) throw Error("omgs: empty performance model (use 'reference' or a JSON file)");
+  return std::make_unique<AlphaBetaModel>(AlphaBetaModel::load(spec));
+}
+
+}  // namespace omgs

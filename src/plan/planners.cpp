@@ -1,0 +1,313 @@
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include <omgs/plan.hpp>
+
+namespace omgs {
+
+Planner parse_planner(std::string_view name) {
+  for (Planner p : all_planners())
+    if (to_string(p) == name) return p;
+  throw Error("omgs: unknown planner '" + std::string(name) +
+              "' (expected mgs, layerwise, single, threshold or optimal)");
+}
+
+std::string_view to_string(Planner planner) {
+  switch (planner) {
+    case Planner::mgs:
+      return "mgs";
+    case Planner::layerwise:
+      return "layerwise";
+    case Planner::single:
+      return "single";
+    case Planner::threshold:
+      return "threshold";
+    case Planner::optimal:
+      return "optimal";
+  }
+  return "?";
+}
+
+const std::vector<Planner>& all_planners() {
+  static const std::vector<Planner> planners = {Planner::layerwise, Planner::single,
+                                                Planner::threshold, Planner::mgs, Planner::optimal};
+  return planners;
+}
+
+namespace {
+
+// Groups in plan order from the set of "cuts": cut[l] == true separates layer l from l - 1.
+std::vector<Group> groups_from_cuts(const std::vector<char>& cut, std::size_t num_layers) {
+  std::vector<Group> groups;
+  std::size_t end = num_layers;
+  for (std::size_t l = num_layers; l-- > 1;) {
+    if (cut[l]) {
+      groups.push_back({l, end, 0});
+      end = l;
+    }
+  }
+  groups.push_back({0, end, 0});
+  return groups;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// MGS (Shi et al., INFOCOM 2020), the seed's _generate_groups_mgs.
+//
+// The seed keeps per-layer arrays taob (backward start), taos (top-k start), ts (top-k
+// time), taoc (communication start), tc (communication time), p (numel) and tb (backward
+// time), sweeps l = L-2 .. 1 and merges layer l into l-1 when the time the merge waits for
+// is smaller than the allgather start-up it saves. After every merge it recomputes the
+// arrays below l and all of taoc, which makes it O(L^2).
+//
+// The decision at l reads only index l (taoc, taos, ts, p, tb), and the untouched
+// originals of index l-1. A merge changes indices l and l-1 only; every later read of the
+// recomputed arrays at index i < l sees exactly the value that the one-step recurrences
+//   taob[i] = taos[i+1] + ts[i+1],  taos[i] = taob[i] + tb[i],
+//   taoc[i] = max(taoc[i+1] + tc[i+1], taos[i] + ts[i])
+// produce from index i+1 as it stands when the sweep reaches i. So the sweep below carries
+// only the entry of the current index and its upper neighbour, evaluating every
+// expression with the seed's operands in the seed's order: O(L), identical decisions.
+//
+// Quirks kept on purpose (they are the published algorithm):
+//  * the sweep never decides between layers L-1 and L-2: they always share a group, although
+//    the timeline used for the decisions still treats L-1 as a group of its own;
+//  * after a merge at l the seed leaves taos[l] stale (tb[l] became 0) and recomputes
+//    taoc[l] from it; the stale value can never win the max at l-1 (its own top-k start
+//    is later), so this changes nothing, but it is reproduced rather than argued;
+//  * L == 1: the seed would list the only layer twice; here it forms one group, once.
+// ---------------------------------------------------------------------------------------
+std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                              const PlanConfig& config) {
+  const std::size_t L = layers.size();
+  if (L <= 1) return {{0, L, 0}};
+  const int P = config.workers;
+  const double density = config.density;
+  auto topk = [&](std::uint64_t n) { return model.topk_s(n); };
+  auto allgather = [&](std::uint64_t n) { return model.allgather_s(n, P, density); };
+
+  struct Entry {  // one index of the seed's arrays
+    double taob, taos, ts, taoc, tc, tb;
+    std::uint64_t p;
+  };
+  // The first entry of a lower index, from its upper neighbour (no merge in between).
+  auto below = [&](const Entry& up, std::size_t i) {
+    Entry e;
+    e.p = layers[i].numel;
+    e.tb = layers[i].backward_s;
+    e.taob = up.taos + up.ts;
+    e.taos = e.taob + e.tb;
+    e.ts = topk(e.p);
+    e.taoc = std::max(up.taoc + up.tc, e.taos + e.ts);
+    e.tc = allgather(e.p);
+    return e;
+  };
+
+  std::vector<char> cut(L, 0);
+  Entry up;  // index l + 1
+  up.p = layers[L - 1].numel;
+  up.tb = layers[L - 1].backward_s;
+  up.taob = 0.0;
+  up.taos = up.taob + up.tb;
+  up.ts = topk(up.p);
+  up.taoc = up.taos + up.ts;
+  up.tc = allgather(up.p);
+  Entry cur = below(up, L - 2);  // index l
+
+  for (std::size_t l = L - 2; l >= 1; --l) {
+    const std::uint64_t p_below = layers[l - 1].numel;
+    const double tb_below = layers[l - 1].backward_s;
+    const double tw = tb_below + topk(cur.p + p_below) - topk(cur.p) - topk(p_below) -
+                      (cur.taoc - (cur.taos + cur.ts));
+    const double tsave = allgather(cur.p) + allgather(p_below) - allgather(cur.p + p_below);
+    if (tw < tsave) {
+      // __merge(l): index l - 1 absorbs index l, whose tb, p, ts, tc become 0.
+      Entry merged;
+      merged.tb = tb_below + cur.tb;
+      merged.p = p_below + cur.p;
+      merged.tc = allgather(merged.p);
+      merged.ts = topk(merged.p);
+      const double zero = 0.0;
+      cur.tb = zero;
+      cur.p = 0;
+      cur.tc = zero;
+      cur.ts = zero;
+      // Recomputation from start = taob[l] + tb[l] (tb[l] is 0 now), and of taoc.
+      merged.taob = cur.taob + cur.tb;
+      merged.taos = merged.taob + merged.tb;
+      cur.taoc = std::max(up.taoc + up.tc, cur.taos + cur.ts);  // taos[l] left stale
+      merged.taoc = std::max(cur.taoc + cur.tc, merged.taos + merged.ts);
+      up = cur;
+      cur = merged;
+    } else {
+      cut[l] = 1;
+      up = cur;
+      cur = below(cur, l - 1);
+    }
+  }
+  return groups_from_cuts(cut, L);
+}
+
+std::vector<Group> groups_layerwise(const std::vector<LayerSpec>& layers) {
+  std::vector<char> cut(layers.size(), 1);
+  return groups_from_cuts(cut, layers.size());
+}
+
+std::vector<Group> groups_single(const std::vector<LayerSpec>& layers) {
+  return {{0, layers.size(), 0}};
+}
+
+// The original code's _generate_groups_with_threshold: walk in backward order, adding
+// layers to the open group; close it once it holds at least threshold_numel elements.
+std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
+                                    std::uint64_t threshold_numel) {
+  std::vector<Group> groups;
+  std::size_t end = layers.size();
+  std::uint64_t acc = 0;
+  for (std::size_t l = layers.size(); l-- > 0;) {
+    acc += layers[l].numel;
+    if (acc >= threshold_numel) {
+      groups.push_back({l, end, 0});
+      end = l;
+      acc = 0;
+    }
+  }
+  if (end > 0) groups.push_back({0, end, 0});
+  return groups;
+}
+
+// ---------------------------------------------------------------------------------------
+// Optimal grouping under the timeline model of predict().
+//
+// State after the groups covering layers [i, L): (E, D) = (end of the last top-k, end of
+// the last communication). Appending the group [j, i) maps it to
+//   E' = (E + tb[j,i)) + ts,  D' = max(D, E') + tc,
+// monotone non-decreasing in E and D (also in floating point), so a state dominated in
+// both is never needed: each boundary keeps the Pareto front of its states. The backward
+// time of a group is summed from its highest layer down, as predict() does, so the
+// optimum found here is bit-identical to predict() of the returned grouping.
+// Cost: O(L^2) model evaluations and O(L^2 * F) state updates for a front of size F.
+// ---------------------------------------------------------------------------------------
+namespace {
+struct DpState {
+  double compute_end;
+  double comm_end;
+  std::uint32_t from;   // boundary of the previous state (the group is [this, from))
+  std::uint32_t index;  // index of the previous state in front[from]
+};
+
+void prune(std::vector<DpState>& states) {
+  std::sort(states.begin(), states.end(), [](const DpState& a, const DpState& b) {
+    if (a.compute_end != b.compute_end) return a.compute_end < b.compute_end;
+    return a.comm_end < b.comm_end;
+  });
+  std::size_t kept = 0;
+  for (std::size_t s = 0; s < states.size(); ++s) {
+    if (kept == 0 || states[s].comm_end < states[kept - 1].comm_end) states[kept++] = states[s];
+  }
+  states.resize(kept);
+}
+}  // namespace
+
+std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                                  const PlanConfig& config) {
+  const std::size_t L = layers.size();
+  if (L > UINT32_MAX - 1) throw Error("omgs: too many layers for the optimal planner");
+  std::vector<std::vector<DpState>> front(L + 1);
+  std::vector<std::size_t> prune_at(L + 1, 256);
+  front[L].push_back({0.0, 0.0, 0, 0});
+  for (std::size_t i = L; i >= 1; --i) {
+    prune(front[i]);
+    const std::vector<DpState>& from = front[i];
+    double tb = 0.0;
+    std::uint64_t numel = 0;
+    for (std::size_t j = i; j-- > 0;) {
+      tb = tb + layers[j].backward_s;
+      numel += layers[j].numel;
+      const double ts = model.topk_s(numel);
+      const double tc = model.allgather_s(numel, config.workers, config.density);
+      std::vector<DpState>& to = front[j];
+      for (std::size_t s = 0; s < from.size(); ++s) {
+        const double e = (from[s].compute_end + tb) + ts;
+        const double d = std::max(from[s].comm_end, e) + tc;
+        to.push_back({e, d, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(s)});
+      }
+      if (to.size() > prune_at[j]) {
+        prune(to);
+        prune_at[j] = std::max<std::size_t>(256, 2 * to.size());
+      }
+    }
+  }
+  prune(front[0]);
+  // The front is sorted by compute end with strictly falling comm end: the last state has
+  // the smallest iteration end.
+  std::vector<Group> groups;
+  std::size_t at = 0;
+  std::size_t s = front[0].size() - 1;
+  while (at != L) {
+    const DpState& st = front[at][s];
+    groups.push_back({at, st.from, 0});
+    at = st.from;
+    s = st.index;
+  }
+  std::reverse(groups.begin(), groups.end());
+  return groups;
+}
+
+std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
+                                             const PerfModel& model, const PlanConfig& config) {
+  const std::size_t L = layers.size();
+  if (L > 20)
+    throw Error(
+        "omgs: the exhaustive optimal planner tries 2^(L-1) groupings and accepts at "
+        "most 20 layers, not " +
+        std::to_string(L));
+  std::vector<Group> best;
+  double best_end = 0.0;
+  std::vector<char> cut(L, 0);
+  const std::uint64_t count = std::uint64_t{1} << (L - 1);
+  for (std::uint64_t mask = 0; mask < count; ++mask) {
+    for (std::size_t l = 1; l < L; ++l) cut[l] = static_cast<char>((mask >> (l - 1)) & 1u);
+    std::vector<Group> groups = groups_from_cuts(cut, L);
+    const double end = predict(layers, groups, model, config).iteration_end_s;
+    if (best.empty() || end < best_end) {
+      best_end = end;
+      best = std::move(groups);
+    }
+  }
+  return best;
+}
+
+Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
+               const PlanConfig& config) {
+  validate_layers(layers);
+  validate_density(config.density);
+  if (config.workers < 1)
+    throw Error("omgs: workers = " + std::to_string(config.workers) + " (must be >= 1)");
+  model.check_workers(config.workers);
+  std::vector<Group> groups;
+  switch (planner) {
+    case Planner::mgs:
+      groups = groups_mgs(layers, model, config);
+      break;
+    case Planner::layerwise:
+      groups = groups_layerwise(layers);
+      break;
+    case Planner::single:
+      groups = groups_single(layers);
+      break;
+    case Planner::threshold:
+      if (config.threshold_numel == 0)
+        throw Error("omgs: the threshold planner needs threshold_numel > 0");
+      groups = groups_threshold(layers, config.threshold_numel);
+      break;
+    case Planner::optimal:
+      groups = groups_optimal(layers, model, config);
+      break;
+  }
+  return make_plan_from_groups(planner, layers, std::move(groups), model, config);
+}
+
+}  // namespace omgs

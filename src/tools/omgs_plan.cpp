@@ -1,0 +1,220 @@
+// omgs-plan: plans the merged groups of a model description offline, with the same
+// planners and performance models the runtime uses at init.
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <omgs/plan.hpp>
+
+namespace {
+
+constexpr const char* usage_text =
+    "usage: omgs-plan --model FILE.csv --workers P --density D\n"
+    "                 [--perf reference|FILE.json] [--planner "
+    "mgs|layerwise|single|threshold|optimal|all]\n"
+    "                 [--threshold NUMEL] [--format table|json]\n"
+    "\n"
+    "Groups the gradient tensors of a model (CSV: header name,numel,backward_s; one row per\n"
+    "tensor in forward order) for merged gradient sparsification, and predicts the pipeline.\n"
+    "\n"
+    "  --model FILE     model description (see examples/models/)\n"
+    "  --workers P      number of ranks (>= 1)\n"
+    "  --density D      fraction of gradient entries top-k keeps, 0 < D <= 1\n"
+    "  --perf SPEC      'reference' (the OMGS-SGD paper's cluster; P in 2,4,8,16) or an\n"
+    "                   alpha-beta JSON file (default: reference)\n"
+    "  --planner NAME   mgs (default), layerwise, single, threshold, optimal, or all to compare\n"
+    "  --threshold N    group size of the threshold planner in elements (default 8192)\n"
+    "  --format F       table (default) or json\n";
+
+struct Args {
+  std::string model;
+  std::string workers;
+  std::string density;
+  std::string perf = "reference";
+  std::string planner = "mgs";
+  std::string threshold = "8192";
+  std::string format = "table";
+};
+
+[[noreturn]] void die(const std::string& message, int code = 1) {
+  std::cerr << "omgs-plan: error: " << message << "\n";
+  std::exit(code);
+}
+
+long long parse_int(const std::string& text, const char* option) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    die(std::string(option) + " '" + text + "' is not a positive integer", 2);
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) die(std::string(option) + " '" + text + "' is too large", 2);
+  return v;
+}
+
+double parse_double(const std::string& text, const char* option) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v))
+    die(std::string(option) + " '" + text + "' is not a number", 2);
+  return v;
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  bool have_model = false, have_workers = false, have_density = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string opt = argv[i];
+    if (opt == "-h" || opt == "--help") {
+      std::cout << usage_text;
+      std::exit(0);
+    }
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) die("option " + opt + " needs a value\n" + usage_text, 2);
+      return argv[++i];
+    };
+    if (opt == "--model") {
+      a.model = value();
+      have_model = true;
+    } else if (opt == "--workers") {
+      a.workers = value();
+      have_workers = true;
+    } else if (opt == "--density") {
+      a.density = value();
+      have_density = true;
+    } else if (opt == "--perf") {
+      a.perf = value();
+    } else if (opt == "--planner") {
+      a.planner = value();
+    } else if (opt == "--threshold") {
+      a.threshold = value();
+    } else if (opt == "--format") {
+      a.format = value();
+    } else {
+      die("unknown option '" + opt + "'\n" + usage_text, 2);
+    }
+  }
+  if (!have_model) die("--model FILE.csv is required\n" + std::string(usage_text), 2);
+  if (!have_workers) die("--workers P is required\n" + std::string(usage_text), 2);
+  if (!have_density) die("--density D is required\n" + std::string(usage_text), 2);
+  return a;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string group_label(const std::vector<omgs::LayerSpec>& layers, const omgs::Group& g) {
+  std::string s = layers[g.end - 1].name;
+  if (g.end - g.begin > 1) s += " .. " + layers[g.begin].name;
+  return s;
+}
+
+void print_plan_table(std::ostream& os, const omgs::Plan& plan,
+                      const std::vector<omgs::LayerSpec>& layers) {
+  const omgs::Timeline& t = plan.predicted;
+  os << "planner " << omgs::to_string(plan.planner) << ": " << plan.groups.size()
+     << " groups, predicted iteration " << fmt("%.6f", t.iteration_end_s) << " s (compute "
+     << fmt("%.6f", t.compute_end_s) << " s, communication not hidden "
+     << fmt("%.6f", t.non_overlapped_comm_s) << " s)\n";
+  os << "  group  layers  numel        topk_end_s  comm_start_s  comm_end_s  first .. last "
+        "(backward order)\n";
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    const omgs::Group& gr = plan.groups[g];
+    const omgs::GroupTiming& gt = t.groups[g];
+    char line[160];
+    std::snprintf(line, sizeof line, "  %5zu  %6zu  %11llu  %10.6f  %12.6f  %10.6f  ", g,
+                  gr.end - gr.begin, static_cast<unsigned long long>(gr.numel), gt.topk_end_s,
+                  gt.comm_start_s, gt.comm_end_s);
+    os << line << group_label(layers, gr) << "\n";
+  }
+}
+
+void print_comparison(std::ostream& os, const std::vector<omgs::Plan>& plans) {
+  double layerwise = 0.0;
+  for (const omgs::Plan& p : plans)
+    if (p.planner == omgs::Planner::layerwise) layerwise = p.predicted.iteration_end_s;
+  os << "  planner    groups  iteration_s  compute_s  not_hidden_comm_s  comm_total_s  "
+        "speedup_vs_layerwise\n";
+  for (const omgs::Plan& p : plans) {
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-9s  %6zu  %11.6f  %9.6f  %17.6f  %12.6f  %20.3f\n",
+                  std::string(omgs::to_string(p.planner)).c_str(), p.groups.size(),
+                  p.predicted.iteration_end_s, p.predicted.compute_end_s,
+                  p.predicted.non_overlapped_comm_s, p.predicted.comm_total_s,
+                  p.predicted.iteration_end_s > 0 ? layerwise / p.predicted.iteration_end_s : 1.0);
+    os << line;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse_args(argc, argv);
+  try {
+    omgs::PlanConfig config;
+    const long long workers = parse_int(args.workers, "--workers");
+    if (workers < 1 || workers > (1 << 24)) die("--workers " + args.workers + " must be >= 1", 2);
+    config.workers = static_cast<int>(workers);
+    config.density = parse_double(args.density, "--density");
+    if (!(config.density > 0.0 && config.density <= 1.0))
+      die("--density " + args.density + " is outside (0, 1]", 2);
+    config.threshold_numel = static_cast<std::uint64_t>(parse_int(args.threshold, "--threshold"));
+    if (config.threshold_numel == 0) die("--threshold must be >= 1", 2);
+    if (args.format != "table" && args.format != "json")
+      die("--format '" + args.format + "' is not table or json", 2);
+
+    std::vector<omgs::Planner> planners;
+    if (args.planner == "all")
+      planners = omgs::all_planners();
+    else
+      planners.push_back(omgs::parse_planner(args.planner));
+
+    const std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(args.model);
+    const std::unique_ptr<omgs::PerfModel> model = omgs::make_perf_model(args.perf);
+    model->check_workers(config.workers);
+
+    std::vector<omgs::Plan> plans;
+    for (omgs::Planner p : planners) plans.push_back(omgs::make_plan(p, layers, *model, config));
+
+    if (args.format == "json") {
+      if (plans.size() == 1) {
+        std::cout << omgs::plan_to_json(plans[0], layers, config);
+      } else {
+        std::cout << "{\"workers\": " << config.workers << ", \"plans\": {";
+        for (std::size_t i = 0; i < plans.size(); ++i) {
+          std::cout << (i ? ",\n" : "\n") << "\"" << omgs::to_string(plans[i].planner)
+                    << "\": " << omgs::plan_to_json(plans[i], layers, config);
+        }
+        std::cout << "}}\n";
+      }
+      return 0;
+    }
+
+    std::uint64_t total = 0;
+    double backward = 0.0;
+    for (const omgs::LayerSpec& l : layers) {
+      total += l.numel;
+      backward += l.backward_s;
+    }
+    std::cout << "model " << args.model << ": " << layers.size() << " tensors, " << total
+              << " elements, backward " << fmt("%.6f", backward) << " s\n"
+              << "P = " << config.workers << ", density = " << config.density
+              << ", perf model: " << model->describe() << "\n\n";
+    if (plans.size() == 1) {
+      print_plan_table(std::cout, plans[0], layers);
+    } else {
+      print_comparison(std::cout, plans);
+    }
+    return 0;
+  } catch (const omgs::Error& e) {
+    die(e.what());
+  }
+}

@@ -1,0 +1,50 @@
+// Shared helpers for the plan tests: random models and simple hand-checkable perf models.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <omgs/plan.hpp>
+
+namespace omgs_test {
+
+/// topk_s(n) = topk_per_elem * n, allgather_s(n) = alpha + beta * n (n > 0; 0 for n == 0).
+/// Numbers chosen by the tests are exact binary fractions, so sums are exact.
+class LinearModel final : public omgs::PerfModel {
+ public:
+  LinearModel(double topk_per_elem, double alpha, double beta)
+      : t_(topk_per_elem), a_(alpha), b_(beta) {}
+  double topk_s(std::uint64_t n) const override {
+    return n == 0 ? 0.0 : t_ * static_cast<double>(n);
+  }
+  double allgather_s(std::uint64_t n, int, double) const override {
+    return n == 0 ? 0.0 : a_ + b_ * static_cast<double>(n);
+  }
+  void check_workers(int) const override {}
+  std::string describe() const override { return "linear test model"; }
+
+ private:
+  double t_, a_, b_;
+};
+
+inline std::vector<omgs::LayerSpec> random_layers(std::mt19937_64& rng, std::size_t L,
+                                                  std::uint64_t max_numel = 5'000'000) {
+  std::uniform_int_distribution<int> kind(0, 3);
+  std::uniform_int_distribution<std::uint64_t> small(1, 4096);
+  std::uniform_int_distribution<std::uint64_t> big(1, max_numel);
+  std::uniform_real_distribution<double> t(0.0, 5e-3);
+  std::vector<omgs::LayerSpec> layers(L);
+  for (std::size_t i = 0; i < L; ++i) {
+    layers[i].name = "layer" + std::to_string(i);
+    layers[i].numel = kind(rng) == 0 ? small(rng) : big(rng);
+    // Some exact zeros and repeated values exercise ties in the comparisons.
+    const int k = kind(rng);
+    layers[i].backward_s = k == 0 ? 0.0 : (k == 1 ? 1e-3 : t(rng));
+  }
+  return layers;
+}
+
+}  // namespace omgs_test

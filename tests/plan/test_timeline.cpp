@@ -1,0 +1,68 @@
+#include <omgs/plan.hpp>
+
+#include "omgs_catch.hpp"
+#include "test_support.hpp"
+
+using omgs::Group;
+using omgs::LayerSpec;
+
+namespace {
+// topk 0.25 s per element, allgather 1 s + 0.5 s per element: every number below is an
+// exact binary fraction, so the expected values are exact.
+const omgs_test::LinearModel model(0.25, 1.0, 0.5);
+const std::vector<LayerSpec> layers = {{"L0", 2, 1.0}, {"L1", 1, 2.0}, {"L2", 4, 0.5}};
+const omgs::PlanConfig config{4, 0.01, 8192};
+}  // namespace
+
+TEST_CASE("timeline of one group per layer, by hand", "[plan][timeline]") {
+  const omgs::Timeline t = omgs::predict(layers, {{2, 3, 4}, {1, 2, 1}, {0, 1, 2}}, model, config);
+  REQUIRE(t.groups.size() == 3);
+  // L2: backward 0 .. 0.5, top-k .. 1.5, allgather 1.5 .. 4.5
+  CHECK(t.groups[0].backward_start_s == 0.0);
+  CHECK(t.groups[0].topk_start_s == 0.5);
+  CHECK(t.groups[0].topk_end_s == 1.5);
+  CHECK(t.groups[0].comm_start_s == 1.5);
+  CHECK(t.groups[0].comm_end_s == 4.5);
+  // L1: backward 1.5 .. 3.5, top-k .. 3.75, waits for the network until 4.5, ends 6
+  CHECK(t.groups[1].backward_start_s == 1.5);
+  CHECK(t.groups[1].topk_end_s == 3.75);
+  CHECK(t.groups[1].comm_start_s == 4.5);
+  CHECK(t.groups[1].comm_end_s == 6.0);
+  // L0: backward 3.75 .. 4.75, top-k .. 5.25, allgather 6 .. 8
+  CHECK(t.groups[2].topk_end_s == 5.25);
+  CHECK(t.groups[2].comm_start_s == 6.0);
+  CHECK(t.iteration_end_s == 8.0);
+  CHECK(t.compute_end_s == 5.25);
+  CHECK(t.non_overlapped_comm_s == 2.75);
+  CHECK(t.comm_total_s == 6.5);
+}
+
+TEST_CASE("timeline of merged groups, by hand", "[plan][timeline]") {
+  CHECK(omgs::predict(layers, {{0, 3, 7}}, model, config).iteration_end_s == 9.75);
+  CHECK(omgs::predict(layers, {{1, 3, 5}, {0, 1, 2}}, model, config).iteration_end_s == 9.25);
+  const omgs::Timeline t = omgs::predict(layers, {{2, 3, 4}, {0, 2, 3}}, model, config);
+  CHECK(t.groups[1].backward_start_s == 1.5);
+  CHECK(t.groups[1].topk_start_s == 4.5);
+  CHECK(t.groups[1].comm_start_s == 5.25);  // the network was free since 4.5
+  CHECK(t.iteration_end_s == 7.75);
+}
+
+TEST_CASE("predict rejects groupings that are not a backward-order partition", "[plan][timeline]") {
+  CHECK_THROWS_AS(omgs::predict(layers, {}, model, config), omgs::Error);
+  CHECK_THROWS_AS(omgs::predict(layers, {{0, 1, 0}, {1, 3, 0}}, model, config), omgs::Error);
+  CHECK_THROWS_AS(omgs::predict(layers, {{1, 3, 0}}, model, config), omgs::Error);
+  CHECK_THROWS_AS(omgs::predict(layers, {{2, 3, 0}, {2, 2, 0}, {0, 2, 0}}, model, config),
+                  omgs::Error);
+}
+
+TEST_CASE("make_plan_from_groups fills numel and group_of_layer", "[plan][timeline]") {
+  const omgs::Plan p = omgs::make_plan_from_groups(omgs::Planner::layerwise, layers,
+                                                   {{1, 3, 0}, {0, 1, 0}}, model, config);
+  CHECK(p.groups[0].numel == 5);
+  CHECK(p.groups[1].numel == 2);
+  CHECK(p.group_of_layer == std::vector<std::size_t>{1, 0, 0});
+  CHECK(p.predicted.iteration_end_s == 9.25);
+  const std::string json = omgs::plan_to_json(p, layers, config);
+  CHECK(json.find("\"groups\": [\n  [\"L2\", \"L1\"],\n  [\"L0\"]]") != std::string::npos);
+  CHECK(json.find("\"iteration_end_s\": 9.25") != std::string::npos);
+}
