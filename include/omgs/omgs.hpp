@@ -1,0 +1,5 @@
+// The umbrella header: everything a training code uses.
+#pragma once
+
+#include <omgs/error.hpp>
+#include <omgs/plan.hpp>

@@ -1,0 +1,65 @@
+# Shared by scripts/run-example.sh and scripts/test.sh: installs what is missing (Debian /
+# Ubuntu), then configures and builds omgs. Source it; do not run it.
+
+OMGS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Debian / Ubuntu packages the build, the tests and the examples need.
+OMGS_APT_PACKAGES=(
+  g++ cmake make pkg-config python3
+  libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
+  libopenmpi-dev openmpi-bin
+  libhwloc-dev
+  catch2
+  libboost-dev
+)
+
+omgs_log() { printf '[omgs] %s\n' "$*" >&2; }
+
+# Installs the missing packages with apt when run as root; otherwise prints the exact
+# command and stops.
+omgs_ensure_packages() {
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    omgs_log "not a Debian/Ubuntu system: make sure Kokkos, Kokkos Kernels, MPI, hwloc and Catch2 are installed (see README.md, Spack)"
+    return 0
+  fi
+  local missing=()
+  local p
+  for p in "${OMGS_APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    return 0
+  fi
+  if [ "$(id -u)" -eq 0 ]; then
+    omgs_log "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    omgs_log "missing packages: ${missing[*]}"
+    omgs_log "install them with:"
+    printf '  sudo apt-get install -y %s\n' "${missing[*]}" >&2
+    exit 1
+  fi
+}
+
+omgs_jobs() {
+  local n
+  n="$(nproc 2>/dev/null || echo 2)"
+  echo "${OMGS_JOBS:-$n}"
+}
+
+# omgs_build BUILD_DIR [extra cmake arguments...]
+omgs_build() {
+  local dir="$1"
+  shift
+  omgs_log "configuring in ${dir}"
+  cmake -S "$OMGS_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE="${OMGS_BUILD_TYPE:-RelWithDebInfo}" "$@" >"$dir.configure.log" 2>&1 || {
+    cat "$dir.configure.log" >&2
+    exit 1
+  }
+  omgs_log "building with $(omgs_jobs) jobs"
+  cmake --build "$dir" -j "$(omgs_jobs)"
+}
