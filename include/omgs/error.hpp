@@ -4,11 +4,13 @@
 #include <stdexcept>
 #include <string>
 
+#include <omgs/export.hpp>
+
 namespace omgs {
 
 /// Thrown by set-up calls (planning, parsing, construction). The message names the
 /// layer, rank, option, file line or field at fault. Per-iteration calls never throw.
-class Error : public std::runtime_error {
+class OMGS_EXPORT Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <omgs/error.hpp>
+#include <omgs/export.hpp>
 
 namespace omgs {
 
@@ -29,22 +30,22 @@ inline constexpr std::size_t max_layer_name_bytes = 1024;
 
 /// Throws omgs::Error naming the first bad layer: empty list, empty / too long / duplicate
 /// name, numel == 0, negative or non-finite backward time.
-void validate_layers(const std::vector<LayerSpec>& layers);
+OMGS_EXPORT void validate_layers(const std::vector<LayerSpec>& layers);
 
 /// k = ceil(density * numel), the number of entries top-k keeps, clamped to [1, numel] for
 /// numel > 0 (0 for numel == 0). A relative slack of 1e-12 absorbs the representation error
 /// of decimal densities, so that 0.01 * 100 keeps 1 element, not 2.
-std::uint64_t selected_count(std::uint64_t numel, double density);
+OMGS_EXPORT std::uint64_t selected_count(std::uint64_t numel, double density);
 
 /// Throws omgs::Error unless 0 < density <= 1.
-void validate_density(double density);
+OMGS_EXPORT void validate_density(double density);
 
 // ---------------------------------------------------------------------------------------
 // Performance models
 // ---------------------------------------------------------------------------------------
 
 /// Predicts the two costs MGS trades off. numel is a (merged) group's element count.
-class PerfModel {
+class OMGS_EXPORT PerfModel {
  public:
   virtual ~PerfModel() = default;
   /// Seconds to select the top-k of numel elements on the device.
@@ -63,7 +64,7 @@ class PerfModel {
 ///   allgather_s(x,P,d)  = 0 if x == 0 else (a + b * size) * 2,  size = x * P * 4 * d bytes,
 /// with (a, b) from a table for P in {2, 4, 8, 16}, small (size < 1 MiB) or large messages.
 /// Any other P is an error: the model only knows that cluster.
-class ReferenceModel final : public PerfModel {
+class OMGS_EXPORT ReferenceModel final : public PerfModel {
  public:
   double topk_s(std::uint64_t numel) const override;
   double allgather_s(std::uint64_t numel, int workers, double density) const override;
@@ -89,7 +90,7 @@ struct AlphaBeta {
 ///   {"type": "alpha_beta",
 ///    "topk": {"form": "linear" | "nlogn", "c0_s": 0.0, "c1_s": 1e-9},
 ///    "allgather": [{"workers": 4, "alpha_s": 1e-5, "beta_s_per_byte": 1e-10}, ...]}
-class AlphaBetaModel final : public PerfModel {
+class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
  public:
   AlphaBetaModel(TopkForm form, double c0_s, double c1_s, std::map<int, AlphaBeta> allgather);
 
@@ -120,7 +121,7 @@ class AlphaBetaModel final : public PerfModel {
 };
 
 /// "reference" gives a ReferenceModel; anything else is read as an AlphaBetaModel JSON file.
-std::unique_ptr<PerfModel> make_perf_model(const std::string& spec);
+OMGS_EXPORT std::unique_ptr<PerfModel> make_perf_model(const std::string& spec);
 
 // ---------------------------------------------------------------------------------------
 // Plans and their timeline
@@ -156,10 +157,10 @@ struct Timeline {
 enum class Planner { mgs, layerwise, single, threshold, optimal };
 
 /// "mgs" | "layerwise" | "single" | "threshold" | "optimal"; throws omgs::Error otherwise.
-Planner parse_planner(std::string_view name);
-std::string_view to_string(Planner planner);
+OMGS_EXPORT Planner parse_planner(std::string_view name);
+OMGS_EXPORT std::string_view to_string(Planner planner);
 /// Every planner, in a fixed order (for comparisons).
-const std::vector<Planner>& all_planners();
+OMGS_EXPORT const std::vector<Planner>& all_planners();
 
 struct PlanConfig {
   int workers = 1;                       ///< P, number of ranks
@@ -178,31 +179,31 @@ struct Plan {
 /// layer once): group g's backward starts when the previous group's top-k ends, its top-k
 /// follows its backward, and its communication starts when both its top-k and the previous
 /// communication are done. Throws omgs::Error if `groups` is not such a partition.
-Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>& groups,
+OMGS_EXPORT Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>& groups,
                  const PerfModel& model, const PlanConfig& config);
 
 /// Builds the Plan (group_of_layer, predicted timeline) of a grouping.
-Plan make_plan_from_groups(Planner planner, const std::vector<LayerSpec>& layers,
+OMGS_EXPORT Plan make_plan_from_groups(Planner planner, const std::vector<LayerSpec>& layers,
                            std::vector<Group> groups, const PerfModel& model,
                            const PlanConfig& config);
 
 /// Validates the inputs, runs the planner and predicts its timeline.
-Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
+OMGS_EXPORT Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
                const PlanConfig& config);
 
 /// The groupings themselves (plan order). make_plan calls these after validation.
-std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfModel& model,
+OMGS_EXPORT std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfModel& model,
                               const PlanConfig& config);
-std::vector<Group> groups_layerwise(const std::vector<LayerSpec>& layers);
-std::vector<Group> groups_single(const std::vector<LayerSpec>& layers);
-std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
+OMGS_EXPORT std::vector<Group> groups_layerwise(const std::vector<LayerSpec>& layers);
+OMGS_EXPORT std::vector<Group> groups_single(const std::vector<LayerSpec>& layers);
+OMGS_EXPORT std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
                                     std::uint64_t threshold_numel);
 /// Minimum predicted iteration end over all partitions into consecutive groups (dynamic
 /// programming over group boundaries with the Pareto front of (compute end, comm end)).
-std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
+OMGS_EXPORT std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
                                   const PlanConfig& config);
 /// The same optimum by trying all 2^(L-1) partitions; L <= 20 (an oracle for tests).
-std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
+OMGS_EXPORT std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
                                              const PerfModel& model, const PlanConfig& config);
 
 // ---------------------------------------------------------------------------------------
@@ -212,12 +213,12 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
 /// Reads the CSV model format: header `name,numel,backward_s`, then one row per tensor in
 /// forward order. Blank lines and lines starting with '#' are skipped. Errors name the
 /// source, line and field. The result is validated (validate_layers).
-std::vector<LayerSpec> parse_model_csv(std::istream& in, const std::string& source);
-std::vector<LayerSpec> load_model_csv(const std::string& path);
+OMGS_EXPORT std::vector<LayerSpec> parse_model_csv(std::istream& in, const std::string& source);
+OMGS_EXPORT std::vector<LayerSpec> load_model_csv(const std::string& path);
 
 /// The plan as JSON: {"planner", "workers", "density", "groups": [[names, highest index
 /// first], ...], "group_numel": [...], "predicted": {...}, "timeline": [...]}.
-std::string plan_to_json(const Plan& plan, const std::vector<LayerSpec>& layers,
+OMGS_EXPORT std::string plan_to_json(const Plan& plan, const std::vector<LayerSpec>& layers,
                          const PlanConfig& config);
 
 }  // namespace omgs

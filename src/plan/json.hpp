@@ -9,9 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include <omgs/export.hpp>
+
 namespace omgs::detail {
 
-class JsonValue {
+class OMGS_EXPORT JsonValue {
  public:
   enum class Kind { null, boolean, number, string, array, object };
 
@@ -43,14 +45,14 @@ class JsonValue {
 };
 
 /// Parses a whole document; throws omgs::Error "<source>: line L, column C: ..." on error.
-JsonValue parse_json(std::string_view text, const std::string& source);
+OMGS_EXPORT JsonValue parse_json(std::string_view text, const std::string& source);
 
 /// Kind name for messages ("number", "object", ...).
-const char* json_kind_name(JsonValue::Kind kind);
+OMGS_EXPORT const char* json_kind_name(JsonValue::Kind kind);
 
 /// Writes s as a JSON string literal (with quotes).
-std::string json_quote(std::string_view s);
+OMGS_EXPORT std::string json_quote(std::string_view s);
 /// Writes d so that it reads back as the same double (17 significant digits, no locale).
-std::string json_number(double d);
+OMGS_EXPORT std::string json_number(double d);
 
 }  // namespace omgs::detail

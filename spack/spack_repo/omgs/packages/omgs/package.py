@@ -1,0 +1,106 @@
+# Spack package for omgs (Spack >= 1.0, package API v2.0).
+#   spack repo add ./spack/spack_repo/omgs
+#   spack install omgs+cuda cuda_arch=90 ^openmpi
+from spack_repo.builtin.build_systems.cmake import CMakePackage
+from spack_repo.builtin.build_systems.cuda import CudaPackage
+from spack_repo.builtin.build_systems.rocm import ROCmPackage
+
+from spack.package import *
+
+
+class Omgs(CMakePackage, CudaPackage, ROCmPackage):
+    """Merged gradient sparsification (OMGS-SGD) for data-parallel training on MPI and
+    Kokkos: plans merged gradient groups at init, selects top-k with error feedback on the
+    device and allgathers the sparse gradients with one non-blocking collective per group."""
+
+    # The project's public repository. A local checkout is built with `spack develop`
+    # (spack/spack.yaml), which never fetches.
+    homepage = "https://github.com/omgs/omgs"
+    git = "https://github.com/omgs/omgs.git"
+
+    license("BSD-3-Clause")
+
+    version("main", branch="main")
+
+    variant("openmp", default=False, description="Use Kokkos' OpenMP backend on the host")
+    variant("hwloc", default=True, description="Pin the progress thread with hwloc")
+    variant("examples", default=True, description="Build and install the example MPI jobs")
+    variant("shared", default=True, description="Build a shared libomgs")
+
+    depends_on("cxx", type="build")
+    depends_on("c", type="build")
+    depends_on("cmake@3.20:", type="build")
+    depends_on("mpi")
+    depends_on("kokkos@4:")
+    depends_on("kokkos-kernels@4:")
+    depends_on("hwloc@2:", when="+hwloc")
+    depends_on("pkgconfig", type="build", when="+hwloc")
+    depends_on("catch2", type="test")
+
+    depends_on("kokkos+openmp", when="+openmp")
+    depends_on("kokkos-kernels+openmp", when="+openmp")
+    # Kokkos 4 requires extended lambdas on CUDA; the device kernels use KOKKOS_LAMBDA.
+    depends_on("kokkos+cuda+cuda_lambda+wrapper", when="+cuda")
+    depends_on("kokkos-kernels+cuda", when="+cuda")
+    for _arch in CudaPackage.cuda_arch_values:
+        depends_on(f"kokkos cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch}")
+    depends_on("kokkos+rocm", when="+rocm")
+    depends_on("kokkos-kernels+rocm", when="+rocm")
+    for _target in ROCmPackage.amdgpu_targets:
+        depends_on(f"kokkos amdgpu_target={_target}", when=f"+rocm amdgpu_target={_target}")
+
+    conflicts("+cuda", when="+rocm", msg="choose one device backend")
+
+    def cmake_args(self):
+        spec = self.spec
+        args = [
+            self.define_from_variant("BUILD_SHARED_LIBS", "shared"),
+            self.define_from_variant("OMGS_ENABLE_EXAMPLES", "examples"),
+            self.define_from_variant("OMGS_ENABLE_HWLOC", "hwloc"),
+            self.define("OMGS_ENABLE_TESTS", self.run_tests),
+            self.define("OMGS_ENABLE_BENCHMARKS", False),
+            self.define("Kokkos_ROOT", spec["kokkos"].prefix),
+            self.define("KokkosKernels_ROOT", spec["kokkos-kernels"].prefix),
+        ]
+        # Device code must be compiled by the compiler Kokkos was built for: kokkos_cxx is
+        # nvcc_wrapper for +cuda, hipcc (or the HIP-capable clang) for +rocm.
+        if spec.satisfies("+cuda") or spec.satisfies("+rocm"):
+            args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].kokkos_cxx))
+        if self.run_tests:
+            args.extend(self._mpiexec_args())
+        return args
+
+    def _mpiexec_args(self):
+        mpiexec = join_path(self.spec["mpi"].prefix.bin, "mpiexec")
+        args = [self.define("MPIEXEC_EXECUTABLE", mpiexec), self.define("MPIEXEC_NUMPROC_FLAG", "-n")]
+        if self.spec.satisfies("^openmpi"):
+            args.append(self.define("MPIEXEC_PREFLAGS", "--oversubscribe"))
+        return args
+
+    def check(self):
+        with working_dir(self.build_directory):
+            ctest("--output-on-failure", "-j", str(make_jobs))
+
+    def test_plan(self):
+        """plan the bundled ResNet-50 with every planner"""
+        omgs_plan = which(self.prefix.bin.join("omgs-plan"))
+        model = join_path(self.prefix.share, "omgs", "models", "resnet50.csv")
+        out = omgs_plan("--model", model, "--workers", "16", "--density", "0.001",
+                        "--planner", "all", output=str.split, error=str.split)
+        assert "optimal" in out
+
+    def test_consumer_two_ranks(self):
+        """build a downstream CMake project against the install and run it on 2 ranks"""
+        src = join_path(self.test_suite.current_test_cache_dir, "tests", "consumer")
+        with working_dir("consumer-build", create=True):
+            cmake = which(self.spec["cmake"].prefix.bin.cmake)
+            cmake(join_path(src, "cmake"), f"-DCMAKE_PREFIX_PATH={self.prefix}")
+            cmake("--build", ".")
+            mpiexec = which(join_path(self.spec["mpi"].prefix.bin, "mpiexec"))
+            model = join_path(self.prefix.share, "omgs", "models", "resnet50.csv")
+            out = mpiexec("-n", "2", "./omgs-consumer", model, output=str.split, error=str.split)
+            assert "rank 1 of 2" in out
+
+    @run_after("install")
+    def cache_test_sources(self):
+        cache_extra_test_sources(self, [join_path("tests", "consumer")])
