@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
   using Policy = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>;
   std::printf("omgs-bench-topk: execution space %s, concurrency %d\n", Exec::name(),
               Exec().concurrency());
-  std::printf("%10s %7s %8s | %9s %7s | %9s | %9s %9s | %8s %8s\n", "n", "density", "k",
-              "omgs_ms", "GB/s", "fb_ms", "nth_ms", "sort_ms", "nth/omgs", "sort/omgs");
+  std::printf("%10s %7s %8s | %9s %7s | %9s | %9s %9s | %8s %8s\n", "n", "density", "k", "omgs_ms",
+              "GB/s", "fb_ms", "nth_ms", "sort_ms", "nth/omgs", "sort/omgs");
   std::vector<std::size_t> sizes = {100000, 1000000, 10000000};
   if (large) sizes.push_back(100000000);
   int failures = 0;
