@@ -3,3 +3,4 @@
 
 #include <omgs/error.hpp>
 #include <omgs/plan.hpp>
+#include <omgs/select.hpp>

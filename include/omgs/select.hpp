@@ -28,6 +28,7 @@
 #include <string>
 
 #include <omgs/error.hpp>
+#include <omgs/export.hpp>
 
 namespace omgs {
 
@@ -42,7 +43,7 @@ enum class TopkStatus : std::uint8_t {
 };
 
 /// A short English name of the status ("ok", "non-finite input", ...).
-const char* to_string(TopkStatus status) noexcept;
+OMGS_EXPORT const char* to_string(TopkStatus status) noexcept;
 
 struct TopkResult {
   TopkStatus status = TopkStatus::ok;
@@ -637,6 +638,6 @@ TopkResult select_topk(
   return r;
 }
 
-extern template class TopkSelector<Kokkos::DefaultExecutionSpace>;
+extern template class OMGS_EXPORT TopkSelector<Kokkos::DefaultExecutionSpace>;
 
 }  // namespace omgs

@@ -22,6 +22,6 @@ const char* to_string(TopkStatus status) noexcept {
   return "unknown status";
 }
 
-template class TopkSelector<Kokkos::DefaultExecutionSpace>;
+template class OMGS_EXPORT TopkSelector<Kokkos::DefaultExecutionSpace>;
 
 }  // namespace omgs
