@@ -1,0 +1,216 @@
+// omgs::ProgressEngine: one progress thread (hwloc-pinned) that posts one
+// MPI_Iallgatherv per merged group, in plan order, and reports completions.
+//
+//   owner thread                         progress thread
+//   submit(g) --> submit queue  ------>  post MPI_Iallgatherv(group g)   (plan order)
+//                                        MPI_Testsome(in-flight groups)
+//   poll_completed(g) / wait(g) <------  completion queue <-- "g done"
+//
+// The engine works on buffers owned by the caller (GroupBuffers). It is the only omgs
+// code that calls MPI, and it uses its own duplicate of the communicator it is given.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <omgs/error.hpp>
+
+namespace omgs {
+
+/// One selected gradient entry as it travels on the wire: 8 bytes, one MPI datatype.
+struct SparsePair {
+  std::uint32_t index;
+  float value;
+};
+static_assert(sizeof(SparsePair) == 8, "SparsePair must be 8 bytes");
+
+/// Where the progress thread runs.
+enum class PinPolicy {
+  automatic,  ///< a core of the process's cpuset not used by the creating thread (last first)
+  none,       ///< do not pin
+  pu,         ///< the PU with OS index PinOption::pu
+};
+
+struct PinOption {
+  PinPolicy policy = PinPolicy::automatic;
+  int pu = -1;  ///< OS index of the PU, for PinPolicy::pu
+};
+
+/// Parses "auto" | "none" | "<int>" (the syntax of OMGS_PROGRESS_CPU). Throws omgs::Error
+/// naming `what` (e.g. "OMGS_PROGRESS_CPU") on anything else.
+PinOption parse_pin_option(std::string_view text, std::string_view what = "OMGS_PROGRESS_CPU");
+
+/// Whether MPI may be handed device pointers.
+enum class GpuAwareMpi { automatic, yes, no };
+
+/// Parses "auto" | "1" | "0" (also "yes"/"no", "on"/"off", "true"/"false"), the syntax
+/// of OMGS_GPU_AWARE_MPI. Throws omgs::Error naming `what` on anything else.
+GpuAwareMpi parse_gpu_aware_option(std::string_view text,
+                                   std::string_view what = "OMGS_GPU_AWARE_MPI");
+
+/// What the MPI library reports at run time (Open MPI: MPIX_Query_cuda_support /
+/// MPIX_Query_rocm_support; MPICH >= 4: MPIX_GPU_query_support). False when the library
+/// has no such query. MPI must be initialized.
+bool mpi_reports_gpu_support();
+
+enum class MemorySpace { host, device };
+
+enum class ProgressMode {
+  thread,   ///< the progress thread makes every MPI call (MPI_THREAD_MULTIPLE/SERIALIZED)
+  inline_,  ///< no thread; the owner drives MPI from submit/progress/poll/wait calls
+};
+
+const char* to_string(ProgressMode mode);
+
+/// Idle back-off of the progress thread: after `spin_iterations` empty polls it yields
+/// for `yield_iterations` polls, then sleeps `sleep_s` between polls. Anything that
+/// happens (a submission, a completion) resets it to spinning.
+struct IdleOptions {
+  int spin_iterations = 2000;
+  int yield_iterations = 200;
+  double sleep_s = 50e-6;
+};
+
+/// Caller-owned buffers of one merged group. Each rank contributes up to k pairs from
+/// `send`; `recv` receives the pairs of all P ranks, rank r's at recv_displs(g)[r].
+/// Both must stay valid (and not be written while the group is in flight) for the
+/// engine's lifetime.
+struct GroupBuffers {
+  const SparsePair* send = nullptr;  ///< k pairs (in options.buffer_space)
+  SparsePair* recv = nullptr;        ///< P * k pairs (in options.buffer_space)
+  std::size_t k = 0;                 ///< pairs per rank (fixed mode) or the maximum (variable)
+};
+
+/// Copies `bytes` between host and device memory (the runtime passes e.g. a
+/// Kokkos::deep_copy on unmanaged views). Called only on the thread that calls submit()
+/// (device->host) and the thread that calls poll_completed()/wait() (host->device).
+using CopyFunction = std::function<void(void* dst, const void* src, std::size_t bytes)>;
+
+struct ProgressOptions {
+  /// Force inline mode even when MPI would allow a progress thread.
+  bool force_inline = false;
+  /// Counts per rank may differ per iteration: submit(g, count) with count <= k, and a
+  /// small MPI_Iallgather of the counts is chained before each MPI_Iallgatherv.
+  bool variable_counts = false;
+  PinOption pin;
+  /// Auto-pinning prefers these PUs (OS indices), e.g. the cores near the GPU the runtime
+  /// uses (hwloc_cudart_get_device_cpuset). Empty: the whole process cpuset.
+  std::vector<int> preferred_pus;
+  IdleOptions idle;
+  /// Read OMGS_PROGRESS_CPU and OMGS_GPU_AWARE_MPI (they win over pin / gpu_aware).
+  bool read_environment = true;
+  /// Submit / completion queue capacity; 0 = the smallest power of two >= 2 * groups.
+  std::size_t queue_capacity = 0;
+  MemorySpace buffer_space = MemorySpace::host;
+  GpuAwareMpi gpu_aware = GpuAwareMpi::automatic;
+  CopyFunction copy_to_host;    ///< needed when staging device buffers through host
+  CopyFunction copy_to_device;  ///< needed when staging device buffers through host
+  /// Default bound of wait() / wait_all(), seconds.
+  double wait_timeout_s = 300.0;
+  /// How long the destructor lets in-flight collectives finish before giving up, seconds.
+  double shutdown_timeout_s = 60.0;
+};
+
+enum class SubmitStatus {
+  ok,
+  queue_full,  ///< back-pressure: nothing was queued, try again later
+  busy,        ///< the group was submitted and has not been reported complete yet
+  bad_group,   ///< g out of range, or count > k
+  stopped,     ///< the engine is shutting down
+};
+
+enum class WaitStatus {
+  ok,
+  timeout,        ///< the group did not complete within the bound (it stays in flight)
+  not_submitted,  ///< the group is not in flight and has no unreported completion
+};
+
+const char* to_string(SubmitStatus status);
+const char* to_string(WaitStatus status);
+
+struct GroupStats {
+  std::uint64_t posts = 0;
+  std::uint64_t completions = 0;
+  double last_submit_s = 0;          ///< seconds since engine creation
+  double last_post_s = 0;            ///< when MPI_Iallgatherv (or the count exchange) was posted
+  double last_complete_s = 0;        ///< when MPI_Testsome reported it complete
+  std::uint64_t bytes_sent = 0;      ///< cumulative, this rank's contribution
+  std::uint64_t bytes_received = 0;  ///< cumulative, all ranks' pairs
+};
+
+struct ProgressStats {
+  ProgressMode mode = ProgressMode::inline_;
+  int mpi_thread_level = 0;  ///< MPI_Query_thread
+  int pinned_pu = -1;        ///< OS index of the PU the progress thread is bound to; -1: none
+  std::string pin_note;      ///< how the PU was chosen, or why it is unpinned
+  bool gpu_aware_mpi = false;
+  bool staging = false;  ///< device buffers staged through host mirrors
+  bool variable_counts = false;
+  int ranks = 0;
+  std::uint64_t collectives_posted = 0;  ///< MPI_Iallgatherv + count MPI_Iallgather
+  std::uint64_t groups_completed = 0;
+  std::uint64_t mpi_errors = 0;  ///< MPI calls that returned an error (with MPI_ERRORS_RETURN)
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::vector<GroupStats> groups;
+};
+
+namespace detail {
+class EngineImpl;
+}
+
+class ProgressEngine {
+ public:
+  /// Collective over `comm` (MPI_Comm_dup). MPI must be initialized and not finalized.
+  /// groups[g] describes group g; groups are posted in index order 0, 1, ..., G-1,
+  /// then again 0, ... on every rank. Throws omgs::Error on a bad option, a null
+  /// buffer, counts that overflow MPI's int, or an unsuitable MPI thread level.
+  ProgressEngine(MPI_Comm comm, std::vector<GroupBuffers> groups, ProgressOptions options = {});
+  ~ProgressEngine();
+  ProgressEngine(const ProgressEngine&) = delete;
+  ProgressEngine& operator=(const ProgressEngine&) = delete;
+
+  /// Marks group g ready (its send buffer holds k pairs, or `count` in variable mode).
+  /// Never blocks, never allocates. Safe from several threads at once.
+  SubmitStatus submit(int g) noexcept;
+  SubmitStatus submit(int g, std::size_t count) noexcept;
+
+  /// Drives MPI in inline mode (no-op with a progress thread). Returns true if anything
+  /// was posted or completed. Owner thread only.
+  bool progress() noexcept;
+
+  /// Pops one completed group into g; false if none is complete yet. Owner thread only.
+  bool poll_completed(int& g) noexcept;
+  /// Waits until group g completes (completions of other groups seen meanwhile are kept
+  /// for poll_completed). timeout_s < 0: options.wait_timeout_s. Owner thread only.
+  WaitStatus wait(int g, double timeout_s = -1.0) noexcept;
+  /// Waits for every submitted group; their completions are consumed.
+  WaitStatus wait_all(double timeout_s = -1.0) noexcept;
+
+  /// Number of pairs rank r contributed to the last completed exchange of group g, and
+  /// where they start in groups[g].recv. Valid after g is reported complete.
+  const int* recv_counts(int g) const noexcept;
+  const int* recv_displs(int g) const noexcept;
+  /// Total pairs in groups[g].recv after the last completed exchange.
+  std::size_t recv_total(int g) const noexcept;
+
+  int num_groups() const noexcept;
+  int ranks() const noexcept;
+  int rank() const noexcept;
+  ProgressMode mode() const noexcept;
+  int pinned_pu() const noexcept;
+  ProgressStats stats() const;
+
+ private:
+  std::unique_ptr<detail::EngineImpl> impl_;
+};
+
+}  // namespace omgs

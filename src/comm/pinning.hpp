@@ -1,0 +1,35 @@
+// Internal: hwloc-based choice and binding of the progress thread's PU.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <omgs/comm.hpp>
+
+namespace omgs::detail {
+
+/// Owns an hwloc topology loaded at construction. choose() runs on the thread that
+/// creates the engine (it needs to know where that thread runs); bind_current_thread()
+/// runs on the progress thread itself.
+class Pinner {
+ public:
+  Pinner();
+  ~Pinner();
+  Pinner(const Pinner&) = delete;
+  Pinner& operator=(const Pinner&) = delete;
+
+  /// The OS index of the PU to bind to, or -1 (then note says why). Throws omgs::Error
+  /// when an explicit PU does not exist; `what` names the option or variable.
+  int choose(const PinOption& option, const std::vector<int>& preferred, const std::string& what,
+             std::string& note);
+
+  /// Binds the calling thread to PU pu. On failure returns false, appends the reason to
+  /// note and prints a warning once per process.
+  bool bind_current_thread(int pu, std::string& note);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace omgs::detail
