@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <omgs/error.hpp>
+#include <omgs/export.hpp>
 
 namespace omgs {
 
@@ -46,20 +47,20 @@ struct PinOption {
 
 /// Parses "auto" | "none" | "<int>" (the syntax of OMGS_PROGRESS_CPU). Throws omgs::Error
 /// naming `what` (e.g. "OMGS_PROGRESS_CPU") on anything else.
-PinOption parse_pin_option(std::string_view text, std::string_view what = "OMGS_PROGRESS_CPU");
+OMGS_EXPORT PinOption parse_pin_option(std::string_view text, std::string_view what = "OMGS_PROGRESS_CPU");
 
 /// Whether MPI may be handed device pointers.
 enum class GpuAwareMpi { automatic, yes, no };
 
 /// Parses "auto" | "1" | "0" (also "yes"/"no", "on"/"off", "true"/"false"), the syntax
 /// of OMGS_GPU_AWARE_MPI. Throws omgs::Error naming `what` on anything else.
-GpuAwareMpi parse_gpu_aware_option(std::string_view text,
+OMGS_EXPORT GpuAwareMpi parse_gpu_aware_option(std::string_view text,
                                    std::string_view what = "OMGS_GPU_AWARE_MPI");
 
 /// What the MPI library reports at run time (Open MPI: MPIX_Query_cuda_support /
 /// MPIX_Query_rocm_support; MPICH >= 4: MPIX_GPU_query_support). False when the library
 /// has no such query. MPI must be initialized.
-bool mpi_reports_gpu_support();
+OMGS_EXPORT bool mpi_reports_gpu_support();
 
 enum class MemorySpace { host, device };
 
@@ -68,7 +69,7 @@ enum class ProgressMode {
   inline_,  ///< no thread; the owner drives MPI from submit/progress/poll/wait calls
 };
 
-const char* to_string(ProgressMode mode);
+OMGS_EXPORT const char* to_string(ProgressMode mode);
 
 /// Idle back-off of the progress thread: after `spin_iterations` empty polls it yields
 /// for `yield_iterations` polls, then sleeps `sleep_s` between polls. Anything that
@@ -133,8 +134,8 @@ enum class WaitStatus {
   not_submitted,  ///< the group is not in flight and has no unreported completion
 };
 
-const char* to_string(SubmitStatus status);
-const char* to_string(WaitStatus status);
+OMGS_EXPORT const char* to_string(SubmitStatus status);
+OMGS_EXPORT const char* to_string(WaitStatus status);
 
 struct GroupStats {
   std::uint64_t posts = 0;
@@ -167,7 +168,7 @@ namespace detail {
 class EngineImpl;
 }
 
-class ProgressEngine {
+class OMGS_EXPORT ProgressEngine {
  public:
   /// Collective over `comm` (MPI_Comm_dup). MPI must be initialized and not finalized.
   /// groups[g] describes group g; groups are posted in index order 0, 1, ..., G-1,

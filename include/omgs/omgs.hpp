@@ -4,3 +4,6 @@
 #include <omgs/error.hpp>
 #include <omgs/plan.hpp>
 #include <omgs/select.hpp>
+#include <omgs/queue.hpp>
+#include <omgs/comm.hpp>
+#include <omgs/runtime.hpp>

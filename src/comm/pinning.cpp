@@ -1,6 +1,7 @@
 // hwloc pinning of the progress thread.
 #include "pinning.hpp"
 
+#if OMGS_HAVE_HWLOC
 #include <hwloc.h>
 
 #include <atomic>
@@ -158,3 +159,29 @@ bool Pinner::bind_current_thread(int pu, std::string& note) {
 }
 
 }  // namespace omgs::detail
+
+#else  // built with -DOMGS_ENABLE_HWLOC=OFF
+
+#include "pinning.hpp"
+
+namespace omgs::detail {
+
+struct Pinner::Impl {};
+Pinner::Pinner() : impl_(nullptr) {}
+Pinner::~Pinner() = default;
+
+int Pinner::choose(const PinOption& option, const std::vector<int>&, const std::string& what,
+                   std::string& note) {
+  note = option.policy == PinPolicy::none
+             ? "unpinned: pinning disabled (" + what + " = none)"
+             : "unpinned: omgs was built without hwloc (-DOMGS_ENABLE_HWLOC=OFF)";
+  return -1;
+}
+
+bool Pinner::bind_current_thread(int, std::string& note) {
+  note += "; omgs was built without hwloc";
+  return false;
+}
+
+}  // namespace omgs::detail
+#endif

@@ -1,0 +1,137 @@
+// Module runtime: the object a training code creates once and calls every iteration.
+//
+//   omgs::Runtime rt(MPI_COMM_WORLD, layers, options);   // collective: checks, calibrates, plans
+//   for (iteration) {
+//     for (l = L-1 .. 0) {                                 // backward pass
+//       write layer l's gradient into rt.gradient(l);     // zero copy
+//       rt.ready(l);                                      // sparsify + post the group when
+//       complete
+//     }
+//     omgs::IterationStats s = rt.finish();               // wait, scatter-add, average
+//     use rt.aggregated(l) in the optimizer;
+//   }
+#pragma once
+
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <omgs/comm.hpp>
+#include <omgs/error.hpp>
+#include <omgs/export.hpp>
+#include <omgs/plan.hpp>
+
+namespace omgs {
+
+using ExecSpace = Kokkos::DefaultExecutionSpace;
+using DeviceMemory = ExecSpace::memory_space;
+/// A layer's slot in one of the runtime's flat device buffers.
+using GradientView = Kokkos::View<float*, DeviceMemory>;
+using ConstGradientView = Kokkos::View<const float*, DeviceMemory>;
+
+struct RuntimeOptions {
+  double density = 0.001;          ///< fraction of each group's entries that is sent
+  Planner planner = Planner::mgs;  ///< how layers are merged into groups
+  /// "calibrate" (time top-k on this device and allgather on this communicator, at init),
+  /// "reference" (the paper's constants), or the path of an alpha-beta JSON file.
+  std::string perf_model = "calibrate";
+  std::uint64_t threshold_numel = 8192;  ///< for Planner::threshold
+  PinOption progress_pin;                ///< progress thread placement (OMGS_PROGRESS_CPU wins)
+  GpuAwareMpi gpu_aware = GpuAwareMpi::automatic;  ///< OMGS_GPU_AWARE_MPI wins
+  bool force_inline_progress = false;              ///< no progress thread; finish() drives MPI
+  bool read_environment = true;   ///< honour OMGS_PROGRESS_CPU / OMGS_GPU_AWARE_MPI
+  double wait_timeout_s = 300.0;  ///< finish() gives up on a group after this long
+};
+
+/// Outcome of a per-iteration call. Per-iteration calls never throw; last_error() has the
+/// message naming the layer or group.
+enum class Status : std::uint8_t {
+  ok = 0,
+  unknown_layer,       ///< layer index out of range
+  already_ready,       ///< ready(l) twice in one iteration
+  not_all_ready,       ///< finish() before every layer was ready (nothing was changed)
+  shape_mismatch,      ///< ready(l, view) with a view of the wrong length
+  nonfinite_gradient,  ///< a rank's group held NaN/Inf: the step is skipped on every rank
+  comm_failed,         ///< the collective did not complete (timeout, MPI error)
+};
+OMGS_EXPORT const char* to_string(Status status) noexcept;
+
+struct IterationStats {
+  Status status = Status::ok;
+  int failed_group = -1;             ///< group of a nonfinite_gradient / comm_failed status
+  std::uint64_t nonfinite = 0;       ///< non-finite entries this rank found
+  double sparsify_s = 0.0;           ///< this rank's top-k + packing time
+  double finish_wait_s = 0.0;        ///< time finish() waited for communication
+  double aggregate_s = 0.0;          ///< scatter-add time
+  double iteration_s = 0.0;          ///< first ready() to the end of finish()
+  std::uint64_t bytes_sent = 0;      ///< this iteration, this rank
+  std::uint64_t bytes_received = 0;  ///< this iteration, all ranks' pairs
+  std::uint64_t iteration = 0;       ///< 0-based count of finished iterations
+};
+
+/// The calibration's measurements and fit (when perf_model == "calibrate").
+struct CalibrationReport {
+  std::vector<std::uint64_t> topk_numel;
+  std::vector<double> topk_s;  ///< this rank's medians
+  std::vector<std::uint64_t> allgather_pairs;
+  std::vector<double> allgather_s;  ///< this rank's medians
+  double duration_s = 0.0;
+};
+
+namespace detail {
+class RuntimeImpl;
+}
+
+class OMGS_EXPORT Runtime {
+ public:
+  /// Collective over comm (which it duplicates). Validates the layers and options, checks
+  /// that every rank has the same layer list, density and planner (an omgs::Error on every
+  /// rank naming the first difference, never a hang), calibrates or loads the performance
+  /// model (taking the maximum over ranks), plans, checks the plan is identical everywhere,
+  /// and allocates every buffer. Needs MPI and Kokkos initialized.
+  Runtime(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  std::size_t num_layers() const noexcept;
+  /// Layer l's slot of the flat gradient buffer: the training code writes the gradient here.
+  GradientView gradient(std::size_t l) const;
+  /// Marks layer l's gradient as written. When it completes its group (the group's lowest
+  /// layer, in backward order), the group is sparsified on the device and handed to the
+  /// progress thread, while backward continues.
+  Status ready(std::size_t l) noexcept;
+  /// Copies the user's view into layer l's slot, then ready(l).
+  Status ready(std::size_t l, const ConstGradientView& grad) noexcept;
+  /// Waits for every group, scatter-adds the received pairs (averaged over ranks) into the
+  /// aggregated gradient and returns the iteration's stats. Afterwards the next iteration
+  /// may begin. On not_all_ready nothing changes (call ready for the rest, then finish).
+  IterationStats finish() noexcept;
+  /// Layer l's averaged sparse gradient of the last finished iteration.
+  ConstGradientView aggregated(std::size_t l) const;
+  /// Layer l's error-feedback residual (what this rank has not sent yet).
+  ConstGradientView residual(std::size_t l) const;
+
+  const Plan& plan() const noexcept;
+  const std::vector<LayerSpec>& layers() const noexcept;
+  const PerfModel& perf_model() const noexcept;
+  const CalibrationReport& calibration() const noexcept;
+  const IterationStats& last_stats() const noexcept;
+  ProgressStats progress_stats() const;
+  /// k of group g (pairs each rank sends).
+  std::size_t group_k(std::size_t g) const;
+  /// The message of the last non-ok status.
+  const std::string& last_error() const noexcept;
+  int rank() const noexcept;
+  int size() const noexcept;
+
+ private:
+  std::unique_ptr<detail::RuntimeImpl> impl_;
+};
+
+}  // namespace omgs

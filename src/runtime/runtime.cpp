@@ -1,0 +1,703 @@
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <type_traits>
+
+#include <omgs/runtime.hpp>
+#include <omgs/select.hpp>
+
+namespace omgs {
+
+const char* to_string(Status status) noexcept {
+  switch (status) {
+    case Status::ok:
+      return "ok";
+    case Status::unknown_layer:
+      return "unknown layer";
+    case Status::already_ready:
+      return "layer already ready";
+    case Status::not_all_ready:
+      return "not every layer is ready";
+    case Status::shape_mismatch:
+      return "gradient view of the wrong length";
+    case Status::nonfinite_gradient:
+      return "non-finite gradient";
+    case Status::comm_failed:
+      return "communication failed";
+  }
+  return "unknown status";
+}
+
+namespace detail {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// A rank that cannot contribute a group (non-finite gradient) sends pairs with this index:
+/// every rank sees it and skips the group, so all ranks fail the step together.
+constexpr std::uint32_t failed_marker = 0xFFFFFFFFu;
+
+std::uint64_t fnv1a(std::uint64_t h, const void* data, std::size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+constexpr std::uint64_t fnv_basis = 14695981039346656037ull;
+
+std::uint64_t hash_layer(const LayerSpec& l) {
+  std::uint64_t h = fnv1a(fnv_basis, l.name.data(), l.name.size());
+  return fnv1a(h, &l.numel, sizeof l.numel);
+}
+
+/// Every rank passes its own verdict; if any rank failed, every rank throws (its own message,
+/// or one naming the first failing rank). Never lets one rank throw alone before a collective.
+void agree(MPI_Comm comm, int rank, const std::string& local_error) {
+  struct {
+    int failed;
+    int rank;
+  } in{local_error.empty() ? 0 : 1, rank}, out{0, 0};
+  // The lowest failing rank: MAXLOC on failed, ties -> the lower rank.
+  MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MAXLOC, comm);
+  if (out.failed == 0) return;
+  if (!local_error.empty()) throw Error(local_error);
+  throw Error("omgs: rank " + std::to_string(out.rank) +
+              " rejected its input (see that rank's error); every rank stops");
+}
+
+/// Elementwise max over ranks of x and of ~x, i.e. max and min of each value.
+void max_min(MPI_Comm comm, const std::vector<std::uint64_t>& x, std::vector<std::uint64_t>& mx,
+             std::vector<std::uint64_t>& mn) {
+  std::vector<std::uint64_t> in(2 * x.size()), out(2 * x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    in[2 * i] = x[i];
+    in[2 * i + 1] = ~x[i];
+  }
+  MPI_Allreduce(in.data(), out.data(), static_cast<int>(in.size()), MPI_UINT64_T, MPI_MAX, comm);
+  mx.resize(x.size());
+  mn.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    mx[i] = out[2 * i];
+    mn[i] = ~out[2 * i + 1];
+  }
+}
+
+std::uint64_t double_bits(double d) {
+  std::uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+struct LinearFit {
+  double c0 = 0.0, c1 = 0.0;
+};
+LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sx += x[i];
+    sy += y[i];
+    sxx += x[i] * x[i];
+    sxy += x[i] * y[i];
+  }
+  LinearFit f;
+  const double den = n * sxx - sx * sx;
+  if (den > 0) {
+    f.c1 = (n * sxy - sx * sy) / den;
+    f.c0 = (sy - f.c1 * sx) / n;
+  }
+  if (f.c0 < 0 || den <= 0) {  // through the origin
+    f.c0 = 0;
+    f.c1 = sxx > 0 ? sxy / sxx : 0;
+  }
+  if (f.c1 < 0) {
+    f.c1 = 0;
+    f.c0 = sy / n;
+  }
+  return f;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+class RuntimeImpl {
+ public:
+  using Selector = TopkSelector<ExecSpace>;
+  using PairView = Kokkos::View<SparsePair*, DeviceMemory>;
+
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  std::vector<LayerSpec> layers;
+  RuntimeOptions options;
+  std::unique_ptr<PerfModel> model;
+  CalibrationReport calibration;
+  Plan plan;
+
+  std::vector<std::size_t> layer_offset;
+  std::vector<std::size_t> group_offset, group_numel, group_k, send_offset, recv_offset;
+  GradientView grad, resid, agg;
+  Kokkos::View<std::uint32_t*, DeviceMemory> sel_index;
+  Kokkos::View<float*, DeviceMemory> sel_value;
+  PairView send, recv;
+  std::unique_ptr<Selector> selector;
+  std::unique_ptr<ProgressEngine> engine;
+
+  std::vector<char> is_ready;
+  std::vector<std::size_t> remaining;
+  std::vector<char> failed_here;  // this rank could not contribute group g
+  std::size_t ready_count = 0;
+  double iteration_start_s = 0.0;
+  IterationStats stats, current;
+  std::string last_error;
+  std::uint64_t iterations = 0;
+
+  ~RuntimeImpl() {
+    engine.reset();  // stops the thread, frees its communicator, before ours
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+
+  void check_agreement() {
+    // One small allreduce first: a different layer count would make the per-layer one
+    // mismatch in size (undefined behaviour in MPI).
+    std::uint64_t h_layers = fnv_basis;
+    for (const LayerSpec& l : layers) {
+      const std::uint64_t hl = hash_layer(l);
+      h_layers = fnv1a(h_layers, &hl, sizeof hl);
+    }
+    const std::uint64_t planner = static_cast<std::uint64_t>(options.planner);
+    const std::uint64_t perf =
+        fnv1a(fnv_basis, options.perf_model.data(), options.perf_model.size());
+    const std::vector<std::uint64_t> mine = {
+        layers.size(),           h_layers, double_bits(options.density), planner,
+        options.threshold_numel, perf};
+    std::vector<std::uint64_t> mx, mn;
+    max_min(comm, mine, mx, mn);
+    if (mx[0] != mn[0])
+      throw Error("omgs: ranks disagree on the number of layers (between " + std::to_string(mn[0]) +
+                  " and " + std::to_string(mx[0]) + "; this rank " + std::to_string(rank) +
+                  " has " + std::to_string(layers.size()) + ")");
+    if (mx[1] != mn[1]) {
+      std::vector<std::uint64_t> per(layers.size());
+      for (std::size_t i = 0; i < layers.size(); ++i) per[i] = hash_layer(layers[i]);
+      std::vector<std::uint64_t> pmx, pmn;
+      max_min(comm, per, pmx, pmn);
+      for (std::size_t i = 0; i < layers.size(); ++i)
+        if (pmx[i] != pmn[i])
+          throw Error("omgs: ranks disagree on layer " + std::to_string(i) + " (this rank " +
+                      std::to_string(rank) + " has '" + layers[i].name + "' with numel " +
+                      std::to_string(layers[i].numel) + ")");
+    }
+    const char* what[] = {nullptr, nullptr, "density", "planner", "threshold_numel", "perf_model"};
+    for (std::size_t i = 2; i < mine.size(); ++i)
+      if (mx[i] != mn[i])
+        throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +
+                    std::to_string(rank) + ")");
+  }
+
+  void calibrate() {
+    const double t_start = now_s();
+    const std::uint64_t total =
+        std::accumulate(layers.begin(), layers.end(), std::uint64_t{0},
+                        [](std::uint64_t a, const LayerSpec& l) { return a + l.numel; });
+    // Top-k on this device: a handful of sizes up to the model (capped to stay well under a
+    // second); the linear fit extrapolates beyond.
+    const std::uint64_t n_max =
+        std::max<std::uint64_t>(1024, std::min<std::uint64_t>(total, 1u << 21));
+    std::vector<std::uint64_t> sizes;
+    for (std::uint64_t n = n_max; n >= 1024 && sizes.size() < 4; n /= 8) sizes.push_back(n);
+    std::reverse(sizes.begin(), sizes.end());
+    {
+      Selector sel(n_max, selected_count(n_max, options.density));
+      Kokkos::View<float*, DeviceMemory> x("omgs::calibrate::x", n_max);
+      Kokkos::View<std::uint32_t*, DeviceMemory> idx("omgs::calibrate::idx", n_max);
+      Kokkos::View<float*, DeviceMemory> val("omgs::calibrate::val", n_max);
+      Kokkos::parallel_for(
+          "omgs::calibrate::fill", Kokkos::RangePolicy<ExecSpace>(0, n_max),
+          KOKKOS_LAMBDA(const std::uint64_t i) {
+            std::uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            x(i) =
+                static_cast<float>(static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0) - 0.5);
+          });
+      for (std::uint64_t n : sizes) {
+        auto xs = Kokkos::subview(x, std::make_pair(std::uint64_t{0}, n));
+        const std::size_t k = selected_count(n, options.density);
+        std::vector<double> t;
+        for (int r = 0; r < 4; ++r) {
+          ExecSpace().fence();
+          const double a = now_s();
+          (void)sel.select(xs, k, idx, val);
+          ExecSpace().fence();
+          if (r > 0) t.push_back(now_s() - a);  // the first run warms up
+        }
+        calibration.topk_numel.push_back(n);
+        calibration.topk_s.push_back(median(t));
+      }
+    }
+    // Allgather of (index, value) pairs on this communicator.
+    const std::size_t pairs[] = {1, 256, 4096, 32768};
+    std::vector<SparsePair> sendbuf(pairs[3]), recvbuf(pairs[3] * static_cast<std::size_t>(size));
+    std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
+    for (std::size_t k : pairs) {
+      for (int r = 0; r < size; ++r) {
+        counts[static_cast<std::size_t>(r)] = static_cast<int>(k * sizeof(SparsePair));
+        displs[static_cast<std::size_t>(r)] = static_cast<int>(k * sizeof(SparsePair)) * r;
+      }
+      std::vector<double> t;
+      for (int r = 0; r < 6; ++r) {
+        MPI_Barrier(comm);
+        const double a = now_s();
+        MPI_Request req;
+        MPI_Iallgatherv(sendbuf.data(), counts[0], MPI_BYTE, recvbuf.data(), counts.data(),
+                        displs.data(), MPI_BYTE, comm, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        if (r > 0) t.push_back(now_s() - a);
+      }
+      calibration.allgather_pairs.push_back(k);
+      calibration.allgather_s.push_back(median(t));
+    }
+    std::vector<double> tx, ax;
+    for (std::uint64_t n : calibration.topk_numel) tx.push_back(static_cast<double>(n));
+    for (std::size_t k : calibration.allgather_pairs)
+      ax.push_back(static_cast<double>(k) * sizeof(SparsePair) * size);
+    const LinearFit topk = fit_nonnegative(tx, calibration.topk_s);
+    const LinearFit ag = fit_nonnegative(ax, calibration.allgather_s);
+    // The slowest rank sets the pace: every rank plans with the maximum, so plans agree.
+    double local[4] = {topk.c0, topk.c1, ag.c0, ag.c1}, global[4];
+    MPI_Allreduce(local, global, 4, MPI_DOUBLE, MPI_MAX, comm);
+    model =
+        std::make_unique<AlphaBetaModel>(TopkForm::linear, global[0], global[1],
+                                         std::map<int, AlphaBeta>{{size, {global[2], global[3]}}});
+    calibration.duration_s = now_s() - t_start;
+  }
+
+  void make_model() {
+    std::string err;
+    try {
+      if (options.perf_model == "reference") {
+        model = std::make_unique<ReferenceModel>();
+        model->check_workers(size);
+      } else if (options.perf_model != "calibrate") {
+        model = make_perf_model(options.perf_model);
+        model->check_workers(size);
+      }
+    } catch (const Error& e) {
+      err = e.what();
+    }
+    agree(comm, rank, err);
+    if (options.perf_model == "calibrate") calibrate();
+  }
+
+  void check_plan() {
+    std::uint64_t h = fnv_basis;
+    for (const Group& g : plan.groups) {
+      h = fnv1a(h, &g.begin, sizeof g.begin);
+      h = fnv1a(h, &g.end, sizeof g.end);
+    }
+    std::vector<std::uint64_t> mx, mn;
+    max_min(comm, {h, plan.groups.size()}, mx, mn);
+    if (mx[0] != mn[0])
+      throw Error("omgs: ranks computed different plans (between " + std::to_string(mn[1]) +
+                  " and " + std::to_string(mx[1]) + " groups; this rank " + std::to_string(rank) +
+                  " has " + std::to_string(plan.groups.size()) +
+                  "): their backward times or performance models differ");
+  }
+
+  void allocate() {
+    const std::size_t L = layers.size();
+    layer_offset.resize(L + 1, 0);
+    for (std::size_t l = 0; l < L; ++l) layer_offset[l + 1] = layer_offset[l] + layers[l].numel;
+    const std::size_t G = plan.groups.size();
+    std::size_t max_n = 1, max_k = 1, send_total = 0, recv_total = 0;
+    for (std::size_t g = 0; g < G; ++g) {
+      const Group& gr = plan.groups[g];
+      if (gr.numel > Selector::max_supported_n)
+        throw Error("omgs: group " + std::to_string(g) + " (layers " + layers[gr.end - 1].name +
+                    " .. " + layers[gr.begin].name + ") has " + std::to_string(gr.numel) +
+                    " elements, more than 32-bit indices address; use a planner that makes "
+                    "smaller groups");
+      group_offset.push_back(layer_offset[gr.begin]);
+      group_numel.push_back(gr.numel);
+      group_k.push_back(selected_count(gr.numel, options.density));
+      send_offset.push_back(send_total);
+      recv_offset.push_back(recv_total);
+      send_total += group_k.back();
+      recv_total += group_k.back() * static_cast<std::size_t>(size);
+      max_n = std::max<std::size_t>(max_n, gr.numel);
+      max_k = std::max(max_k, group_k.back());
+    }
+    const std::size_t total = layer_offset[L];
+    try {
+      grad = GradientView("omgs::gradient", total);
+      resid = GradientView("omgs::residual", total);
+      agg = GradientView("omgs::aggregated", total);
+      sel_index = Kokkos::View<std::uint32_t*, DeviceMemory>("omgs::selected_index", max_k);
+      sel_value = Kokkos::View<float*, DeviceMemory>("omgs::selected_value", max_k);
+      send = PairView("omgs::send_pairs", send_total);
+      recv = PairView("omgs::recv_pairs", recv_total);
+      selector = std::make_unique<Selector>(max_n, max_k);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error("omgs: allocating the buffers for " + std::to_string(total) +
+                  " gradient elements (3 x " + std::to_string(total * 4) + " bytes) and " +
+                  std::to_string(recv_total) + " received pairs failed: " + e.what());
+    }
+    is_ready.assign(L, 0);
+    failed_here.assign(G, 0);
+    remaining.resize(G);
+    for (std::size_t g = 0; g < G; ++g) remaining[g] = plan.groups[g].end - plan.groups[g].begin;
+  }
+
+  void start_engine() {
+    std::vector<GroupBuffers> buffers;
+    for (std::size_t g = 0; g < plan.groups.size(); ++g)
+      buffers.push_back({send.data() + send_offset[g], recv.data() + recv_offset[g], group_k[g]});
+    ProgressOptions po;
+    po.force_inline = options.force_inline_progress;
+    po.pin = options.progress_pin;
+    po.read_environment = options.read_environment;
+    po.gpu_aware = options.gpu_aware;
+    po.wait_timeout_s = options.wait_timeout_s;
+    if (!std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {
+      po.buffer_space = MemorySpace::device;
+      po.copy_to_host = [](void* dst, const void* src, std::size_t bytes) {
+        Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> d(
+            static_cast<char*>(dst), bytes);
+        Kokkos::View<const char*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> s(
+            static_cast<const char*>(src), bytes);
+        Kokkos::deep_copy(d, s);
+      };
+      po.copy_to_device = [](void* dst, const void* src, std::size_t bytes) {
+        Kokkos::View<char*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> d(
+            static_cast<char*>(dst), bytes);
+        Kokkos::View<const char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> s(
+            static_cast<const char*>(src), bytes);
+        Kokkos::deep_copy(d, s);
+      };
+    }
+    engine = std::make_unique<ProgressEngine>(comm, std::move(buffers), po);
+  }
+
+  Status fail(Status s, std::string message) {
+    last_error = std::move(message);
+    return s;
+  }
+
+  void sparsify(std::size_t g);
+  void aggregate(std::size_t g);
+  void restore_own_selection(std::size_t g);
+};
+
+// Device kernels as free functions (no lambdas in member functions, for CUDA).
+namespace {
+
+void pack_pairs(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset,
+                Kokkos::View<std::uint32_t*, DeviceMemory> idx,
+                Kokkos::View<float*, DeviceMemory> val, std::size_t k, bool failed) {
+  Kokkos::parallel_for(
+      "omgs::runtime::pack", Kokkos::RangePolicy<ExecSpace>(0, k),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        SparsePair p;
+        p.index = failed ? failed_marker : idx(i);
+        p.value = failed ? 0.0f : val(i);
+        send(offset + i) = p;
+      });
+}
+
+int count_failed_blocks(Kokkos::View<SparsePair*, DeviceMemory> recv, std::size_t offset,
+                        std::size_t k, int ranks) {
+  int bad = 0;
+  if (k == 0) return 0;
+  Kokkos::parallel_reduce(
+      "omgs::runtime::check_markers", Kokkos::RangePolicy<ExecSpace>(0, ranks),
+      KOKKOS_LAMBDA(const int r, int& acc) {
+        if (recv(offset + static_cast<std::size_t>(r) * k).index == failed_marker) ++acc;
+      },
+      bad);
+  return bad;
+}
+
+void scatter_add(Kokkos::View<SparsePair*, DeviceMemory> recv, std::size_t recv_offset,
+                 std::size_t count, GradientView agg, std::size_t group_offset, std::size_t numel,
+                 float scale) {
+  auto out = Kokkos::subview(agg, std::make_pair(group_offset, group_offset + numel));
+  Kokkos::deep_copy(out, 0.0f);
+  Kokkos::parallel_for(
+      "omgs::runtime::scatter_add", Kokkos::RangePolicy<ExecSpace>(0, count),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        const SparsePair p = recv(recv_offset + i);
+        Kokkos::atomic_add(&out(p.index), p.value * scale);
+      });
+}
+
+void add_back(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset, std::size_t k,
+              GradientView resid, std::size_t group_offset) {
+  Kokkos::parallel_for(
+      "omgs::runtime::restore", Kokkos::RangePolicy<ExecSpace>(0, k),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        const SparsePair p = send(offset + i);
+        resid(group_offset + p.index) += p.value;
+      });
+}
+
+}  // namespace
+
+void RuntimeImpl::sparsify(std::size_t g) {
+  Kokkos::Profiling::pushRegion("omgs::sparsify");
+  const double t0 = now_s();
+  const auto range = std::make_pair(group_offset[g], group_offset[g] + group_numel[g]);
+  const TopkResult r =
+      selector->select_with_feedback(Kokkos::subview(grad, range), Kokkos::subview(resid, range),
+                                     group_k[g], sel_index, sel_value);
+  const bool failed = !r.ok();
+  if (failed) {
+    failed_here[g] = 1;
+    current.nonfinite += r.nonfinite;
+  }
+  pack_pairs(send, send_offset[g], sel_index, sel_value, group_k[g], failed);
+  ExecSpace().fence();  // the pairs are complete before MPI sees them
+  current.sparsify_s += now_s() - t0;
+  Kokkos::Profiling::popRegion();
+  // Back-pressure: the queue holds every group, so this only spins if the progress thread
+  // has not yet drained the previous iteration's items.
+  const double deadline = now_s() + options.wait_timeout_s;
+  for (;;) {
+    const SubmitStatus s = engine->submit(static_cast<int>(g));
+    if (s != SubmitStatus::queue_full) break;
+    engine->progress();
+    if (now_s() > deadline) break;
+    std::this_thread::yield();
+  }
+  current.bytes_sent += group_k[g] * sizeof(SparsePair);
+}
+
+void RuntimeImpl::restore_own_selection(std::size_t g) {
+  if (failed_here[g]) return;  // select left this rank's residual untouched
+  add_back(send, send_offset[g], group_k[g], resid, group_offset[g]);
+}
+
+void RuntimeImpl::aggregate(std::size_t g) {
+  Kokkos::Profiling::pushRegion("omgs::aggregate");
+  const double t0 = now_s();
+  scatter_add(recv, recv_offset[g], group_k[g] * static_cast<std::size_t>(size), agg,
+              group_offset[g], group_numel[g], 1.0f / static_cast<float>(size));
+  current.bytes_received += group_k[g] * static_cast<std::size_t>(size) * sizeof(SparsePair);
+  current.aggregate_s += now_s() - t0;
+  Kokkos::Profiling::popRegion();
+}
+
+}  // namespace detail
+
+Runtime::Runtime(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions options)
+    : impl_(std::make_unique<detail::RuntimeImpl>()) {
+  int mpi_init = 0, mpi_final = 0;
+  MPI_Initialized(&mpi_init);
+  MPI_Finalized(&mpi_final);
+  if (!mpi_init || mpi_final)
+    throw Error("omgs::Runtime: MPI must be initialized (and not finalized)");
+  if (!Kokkos::is_initialized()) throw Error("omgs::Runtime: Kokkos must be initialized");
+  Kokkos::Profiling::pushRegion("omgs::init");
+  auto& s = *impl_;
+  MPI_Comm_dup(comm, &s.comm);
+  MPI_Comm_rank(s.comm, &s.rank);
+  MPI_Comm_size(s.comm, &s.size);
+  s.layers = std::move(layers);
+  s.options = std::move(options);
+  std::string err;
+  try {
+    validate_layers(s.layers);
+    validate_density(s.options.density);
+    if (s.options.planner == Planner::threshold && s.options.threshold_numel == 0)
+      throw Error("omgs: the threshold planner needs threshold_numel > 0");
+    if (!(s.options.wait_timeout_s > 0)) throw Error("omgs: wait_timeout_s must be > 0");
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  detail::agree(s.comm, s.rank, err);
+  s.check_agreement();
+  s.make_model();
+  const PlanConfig config{s.size, s.options.density, s.options.threshold_numel};
+  s.plan = make_plan(s.options.planner, s.layers, *s.model, config);
+  s.check_plan();
+  s.allocate();
+  s.start_engine();
+  Kokkos::Profiling::popRegion();
+}
+
+Runtime::~Runtime() = default;
+
+std::size_t Runtime::num_layers() const noexcept {
+  return impl_->layers.size();
+}
+
+GradientView Runtime::gradient(std::size_t l) const {
+  if (l >= impl_->layers.size())
+    throw Error("omgs::Runtime::gradient: layer " + std::to_string(l) + " does not exist (" +
+                std::to_string(impl_->layers.size()) + " layers)");
+  return Kokkos::subview(impl_->grad,
+                         std::make_pair(impl_->layer_offset[l], impl_->layer_offset[l + 1]));
+}
+
+ConstGradientView Runtime::aggregated(std::size_t l) const {
+  if (l >= impl_->layers.size())
+    throw Error("omgs::Runtime::aggregated: layer " + std::to_string(l) + " does not exist");
+  return Kokkos::subview(impl_->agg,
+                         std::make_pair(impl_->layer_offset[l], impl_->layer_offset[l + 1]));
+}
+
+ConstGradientView Runtime::residual(std::size_t l) const {
+  if (l >= impl_->layers.size())
+    throw Error("omgs::Runtime::residual: layer " + std::to_string(l) + " does not exist");
+  return Kokkos::subview(impl_->resid,
+                         std::make_pair(impl_->layer_offset[l], impl_->layer_offset[l + 1]));
+}
+
+Status Runtime::ready(std::size_t l) noexcept {
+  auto& s = *impl_;
+  if (l >= s.layers.size())
+    return s.fail(Status::unknown_layer, "omgs: ready(" + std::to_string(l) + "): there are only " +
+                                             std::to_string(s.layers.size()) + " layers");
+  if (s.is_ready[l])
+    return s.fail(Status::already_ready, "omgs: ready(" + std::to_string(l) + "): layer '" +
+                                             s.layers[l].name +
+                                             "' is already ready in this iteration");
+  if (s.ready_count == 0) {
+    s.current = IterationStats{};
+    s.iteration_start_s = detail::now_s();
+  }
+  s.is_ready[l] = 1;
+  ++s.ready_count;
+  const std::size_t g = s.plan.group_of_layer[l];
+  if (--s.remaining[g] == 0) s.sparsify(g);
+  return Status::ok;
+}
+
+Status Runtime::ready(std::size_t l, const ConstGradientView& grad) noexcept {
+  auto& s = *impl_;
+  if (l >= s.layers.size()) return ready(l);
+  if (grad.extent(0) != s.layers[l].numel)
+    return s.fail(Status::shape_mismatch,
+                  "omgs: ready(" + std::to_string(l) + ", view): layer '" + s.layers[l].name +
+                      "' has " + std::to_string(s.layers[l].numel) + " elements, the view " +
+                      std::to_string(grad.extent(0)));
+  if (s.is_ready[l]) return ready(l);
+  Kokkos::deep_copy(gradient(l), grad);
+  return ready(l);
+}
+
+IterationStats Runtime::finish() noexcept {
+  auto& s = *impl_;
+  IterationStats& st = s.current;
+  if (s.ready_count < s.layers.size()) {
+    std::size_t missing = s.layers.size();
+    for (std::size_t l = s.layers.size(); l-- > 0;)
+      if (!s.is_ready[l]) {
+        missing = l;
+        break;
+      }
+    IterationStats r = st;
+    r.status =
+        s.fail(Status::not_all_ready, "omgs: finish(): layer " + std::to_string(missing) + " '" +
+                                          s.layers[missing].name + "' (and " +
+                                          std::to_string(s.layers.size() - s.ready_count - 1) +
+                                          " more) not ready; call ready() for them, then finish()");
+    return r;
+  }
+  Kokkos::Profiling::pushRegion("omgs::finish");
+  for (std::size_t g = 0; g < s.plan.groups.size(); ++g) {
+    const double t0 = detail::now_s();
+    const WaitStatus w = s.engine->wait(static_cast<int>(g), s.options.wait_timeout_s);
+    st.finish_wait_s += detail::now_s() - t0;
+    if (w != WaitStatus::ok) {
+      if (st.status == Status::ok) {
+        st.status = Status::comm_failed;
+        st.failed_group = static_cast<int>(g);
+        s.last_error = "omgs: finish(): the allgather of group " + std::to_string(g) +
+                       " did not complete (" + to_string(w) + " after " +
+                       std::to_string(s.options.wait_timeout_s) + " s)";
+      }
+      continue;
+    }
+    const int bad = detail::count_failed_blocks(s.recv, s.recv_offset[g], s.group_k[g], s.size);
+    if (bad > 0) {
+      // Some rank could not contribute: no rank applies this group; healthy ranks keep their
+      // selection in the residual, so no gradient mass is lost.
+      s.restore_own_selection(g);
+      auto out = Kokkos::subview(
+          s.agg, std::make_pair(s.group_offset[g], s.group_offset[g] + s.group_numel[g]));
+      Kokkos::deep_copy(out, 0.0f);
+      if (st.status == Status::ok) {
+        st.status = Status::nonfinite_gradient;
+        st.failed_group = static_cast<int>(g);
+        const Group& gr = s.plan.groups[g];
+        s.last_error = "omgs: group " + std::to_string(g) + " (layers '" +
+                       s.layers[gr.end - 1].name + "' .. '" + s.layers[gr.begin].name +
+                       "') held non-finite values on " + std::to_string(bad) + " rank(s) (" +
+                       std::to_string(st.nonfinite) +
+                       " on this rank); the step is skipped for it on every rank";
+      }
+      continue;
+    }
+    s.aggregate(g);
+  }
+  ExecSpace().fence();
+  Kokkos::Profiling::popRegion();
+  std::fill(s.is_ready.begin(), s.is_ready.end(), 0);
+  std::fill(s.failed_here.begin(), s.failed_here.end(), 0);
+  for (std::size_t g = 0; g < s.plan.groups.size(); ++g)
+    s.remaining[g] = s.plan.groups[g].end - s.plan.groups[g].begin;
+  s.ready_count = 0;
+  st.iteration_s = detail::now_s() - s.iteration_start_s;
+  st.iteration = s.iterations++;
+  s.stats = st;
+  return st;
+}
+
+const Plan& Runtime::plan() const noexcept {
+  return impl_->plan;
+}
+const std::vector<LayerSpec>& Runtime::layers() const noexcept {
+  return impl_->layers;
+}
+const PerfModel& Runtime::perf_model() const noexcept {
+  return *impl_->model;
+}
+const CalibrationReport& Runtime::calibration() const noexcept {
+  return impl_->calibration;
+}
+const IterationStats& Runtime::last_stats() const noexcept {
+  return impl_->stats;
+}
+ProgressStats Runtime::progress_stats() const {
+  return impl_->engine->stats();
+}
+std::size_t Runtime::group_k(std::size_t g) const {
+  return impl_->group_k.at(g);
+}
+const std::string& Runtime::last_error() const noexcept {
+  return impl_->last_error;
+}
+int Runtime::rank() const noexcept {
+  return impl_->rank;
+}
+int Runtime::size() const noexcept {
+  return impl_->size;
+}
+
+}  // namespace omgs
