@@ -64,6 +64,7 @@ struct GroupState {
   int send_count = 0;         // [S]
   int total = 0;              // [P] pairs received in the last exchange
   bool counts_phase = false;  // [P] the count MPI_Iallgather is in flight
+  bool counts_ready = false;  // [P] counts arrived, data not yet posted (waits for plan order)
   // 0 idle, 1 submitted (not yet reported complete to the owner).
   std::atomic<int> state{0};
   // Statistics, relaxed atomics: written by [P] / submitter, read by stats().
@@ -106,6 +107,11 @@ class EngineImpl {
   ProgressOptions options_;
   Clock::time_point epoch_ = Clock::now();
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // Variable counts: the count exchanges run on their own communicator. Counts of
+  // group g+1 may be posted before the pairs of g on one rank and after on another, and
+  // MPI requires the same collective order on a communicator; per communicator both
+  // streams are in plan order.
+  MPI_Comm count_comm_ = MPI_COMM_NULL;
   MPI_Datatype pair_type_ = MPI_DATATYPE_NULL;
   int thread_level_ = MPI_THREAD_SINGLE;
   bool gpu_aware_ = false;
@@ -120,6 +126,7 @@ class EngineImpl {
   std::vector<int> testsome_indices_;
   std::vector<unsigned char> ready_;  // popped from the submit queue, not yet posted
   int next_post_ = 0;                 // plan order: the next group to post
+  int next_data_ = 0;                 // variable counts: the next group whose pairs to post
   int inflight_ = 0;
   std::atomic<std::uint64_t> collectives_posted_{0}, groups_completed_{0}, mpi_errors_{0};
 
@@ -177,6 +184,7 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
   }
 
   MPI_Comm_dup(user_comm, &comm_);
+  MPI_Comm_dup(user_comm, &count_comm_);
   MPI_Comm_size(comm_, &ranks_);
   MPI_Comm_rank(comm_, &rank_);
 
@@ -258,6 +266,7 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
   }
   if (!error.empty()) {
     MPI_Comm_free(&comm_);
+    MPI_Comm_free(&count_comm_);
     throw Error(std::string(who) + " (rank " + std::to_string(rank_) + "): " + error);
   }
 
@@ -316,6 +325,7 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
     } catch (...) {
       MPI_Type_free(&pair_type_);
       MPI_Comm_free(&comm_);
+      MPI_Comm_free(&count_comm_);
       throw;
     }
     // Start the thread and wait until it reports its binding, so stats are complete.
@@ -376,7 +386,8 @@ void EngineImpl::shutdown() noexcept {
     (void)keep;
   }
   MPI_Type_free(&pair_type_);
-  MPI_Comm_free(&comm_);  // legal with pending operations: they complete normally
+  MPI_Comm_free(&comm_);
+  MPI_Comm_free(&count_comm_);  // legal with pending operations: they complete normally
 }
 
 void EngineImpl::thread_main() {
@@ -450,8 +461,8 @@ void EngineImpl::post_first(int g) noexcept {
   if (options_.variable_counts) {
     s.counts_phase = true;
     collectives_posted_.fetch_add(1, std::memory_order_relaxed);
-    const int rc = MPI_Iallgather(&s.send_count, 1, MPI_INT, s.counts.data(), 1, MPI_INT, comm_,
-                                  &requests_[static_cast<std::size_t>(g)]);
+    const int rc = MPI_Iallgather(&s.send_count, 1, MPI_INT, s.counts.data(), 1, MPI_INT,
+                                  count_comm_, &requests_[static_cast<std::size_t>(g)]);
     if (rc != MPI_SUCCESS) {
       mpi_errors_.fetch_add(1, std::memory_order_relaxed);
       requests_[static_cast<std::size_t>(g)] = MPI_REQUEST_NULL;
@@ -495,7 +506,14 @@ void EngineImpl::post_data(int g) noexcept {
 void EngineImpl::on_request_done(int g) noexcept {
   GroupState& s = groups_[static_cast<std::size_t>(g)];
   if (s.counts_phase) {
-    post_data(g);  // chained: counts known, now the pairs
+    // Chained: counts known. Post pairs in plan order only (see count_comm_).
+    s.counts_phase = false;
+    s.counts_ready = true;
+    while (groups_[static_cast<std::size_t>(next_data_)].counts_ready) {
+      groups_[static_cast<std::size_t>(next_data_)].counts_ready = false;
+      post_data(next_data_);
+      next_data_ = next_data_ + 1 == num_groups_ ? 0 : next_data_ + 1;
+    }
     return;
   }
   --inflight_;
