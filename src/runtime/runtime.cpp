@@ -360,8 +360,7 @@ class RuntimeImpl {
     }
     is_ready.assign(L, 0);
     failed_here.assign(G, 0);
-    remaining.resize(G);
-    for (std::size_t g = 0; g < G; ++g) remaining[g] = plan.groups[g].end - plan.groups[g].begin;
+    reset_remaining();
   }
 
   void start_engine() {
@@ -392,6 +391,21 @@ class RuntimeImpl {
       };
     }
     engine = std::make_unique<ProgressEngine>(comm, std::move(buffers), po);
+  }
+
+  /// Layer l's slot of one of the flat buffers; throws naming the accessor if l is unknown.
+  GradientView layer_slice(const GradientView& flat, std::size_t l, const char* accessor) const {
+    if (l >= layers.size())
+      throw Error(std::string("omgs::Runtime::") + accessor + ": layer " + std::to_string(l) +
+                  " does not exist (" + std::to_string(layers.size()) + " layers)");
+    return Kokkos::subview(flat, std::make_pair(layer_offset[l], layer_offset[l + 1]));
+  }
+
+  /// Every group waits for all of its layers again.
+  void reset_remaining() {
+    remaining.resize(plan.groups.size());
+    for (std::size_t g = 0; g < plan.groups.size(); ++g)
+      remaining[g] = plan.groups[g].end - plan.groups[g].begin;
   }
 
   Status fail(Status s, std::string message) {
@@ -547,25 +561,15 @@ std::size_t Runtime::num_layers() const noexcept {
 }
 
 GradientView Runtime::gradient(std::size_t l) const {
-  if (l >= impl_->layers.size())
-    throw Error("omgs::Runtime::gradient: layer " + std::to_string(l) + " does not exist (" +
-                std::to_string(impl_->layers.size()) + " layers)");
-  return Kokkos::subview(impl_->grad,
-                         std::make_pair(impl_->layer_offset[l], impl_->layer_offset[l + 1]));
+  return impl_->layer_slice(impl_->grad, l, "gradient");
 }
 
 ConstGradientView Runtime::aggregated(std::size_t l) const {
-  if (l >= impl_->layers.size())
-    throw Error("omgs::Runtime::aggregated: layer " + std::to_string(l) + " does not exist");
-  return Kokkos::subview(impl_->agg,
-                         std::make_pair(impl_->layer_offset[l], impl_->layer_offset[l + 1]));
+  return impl_->layer_slice(impl_->agg, l, "aggregated");
 }
 
 ConstGradientView Runtime::residual(std::size_t l) const {
-  if (l >= impl_->layers.size())
-    throw Error("omgs::Runtime::residual: layer " + std::to_string(l) + " does not exist");
-  return Kokkos::subview(impl_->resid,
-                         std::make_pair(impl_->layer_offset[l], impl_->layer_offset[l + 1]));
+  return impl_->layer_slice(impl_->resid, l, "residual");
 }
 
 Status Runtime::ready(std::size_t l) noexcept {
@@ -660,8 +664,7 @@ IterationStats Runtime::finish() noexcept {
   Kokkos::Profiling::popRegion();
   std::fill(s.is_ready.begin(), s.is_ready.end(), 0);
   std::fill(s.failed_here.begin(), s.failed_here.end(), 0);
-  for (std::size_t g = 0; g < s.plan.groups.size(); ++g)
-    s.remaining[g] = s.plan.groups[g].end - s.plan.groups[g].begin;
+  s.reset_remaining();
   s.ready_count = 0;
   st.iteration_s = detail::now_s() - s.iteration_start_s;
   st.iteration = s.iterations++;
