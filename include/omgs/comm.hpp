@@ -47,7 +47,8 @@ struct PinOption {
 
 /// Parses "auto" | "none" | "<int>" (the syntax of OMGS_PROGRESS_CPU). Throws omgs::Error
 /// naming `what` (e.g. "OMGS_PROGRESS_CPU") on anything else.
-OMGS_EXPORT PinOption parse_pin_option(std::string_view text, std::string_view what = "OMGS_PROGRESS_CPU");
+OMGS_EXPORT PinOption parse_pin_option(std::string_view text,
+                                       std::string_view what = "OMGS_PROGRESS_CPU");
 
 /// Whether MPI may be handed device pointers.
 enum class GpuAwareMpi { automatic, yes, no };
@@ -55,7 +56,7 @@ enum class GpuAwareMpi { automatic, yes, no };
 /// Parses "auto" | "1" | "0" (also "yes"/"no", "on"/"off", "true"/"false"), the syntax
 /// of OMGS_GPU_AWARE_MPI. Throws omgs::Error naming `what` on anything else.
 OMGS_EXPORT GpuAwareMpi parse_gpu_aware_option(std::string_view text,
-                                   std::string_view what = "OMGS_GPU_AWARE_MPI");
+                                               std::string_view what = "OMGS_GPU_AWARE_MPI");
 
 /// What the MPI library reports at run time (Open MPI: MPIX_Query_cuda_support /
 /// MPIX_Query_rocm_support; MPICH >= 4: MPIX_GPU_query_support). False when the library
@@ -132,6 +133,7 @@ enum class WaitStatus {
   ok,
   timeout,        ///< the group did not complete within the bound (it stays in flight)
   not_submitted,  ///< the group is not in flight and has no unreported completion
+  failed,         ///< MPI reported an error completing the group (its receive buffer is invalid)
 };
 
 OMGS_EXPORT const char* to_string(SubmitStatus status);
@@ -145,6 +147,38 @@ struct GroupStats {
   double last_complete_s = 0;        ///< when MPI_Testsome reported it complete
   std::uint64_t bytes_sent = 0;      ///< cumulative, this rank's contribution
   std::uint64_t bytes_received = 0;  ///< cumulative, all ranks' pairs
+  std::uint64_t post_errors = 0;     ///< failed attempts to post (each retried)
+};
+
+/// When group g's last exchange happened, in seconds of the steady clock
+/// (std::chrono::steady_clock::now().time_since_epoch()), so that callers can put them on
+/// their own timeline. Valid once g is reported complete.
+struct GroupTimes {
+  double submit_s = 0;    ///< submit(g) was called
+  double post_s = 0;      ///< the first collective of the exchange was posted
+  double complete_s = 0;  ///< MPI reported the pairs complete
+};
+
+/// One rank's answer to a watchdog query (ProgressEngine::diagnose).
+struct PeerProgress {
+  int rank = -1;
+  bool responded = false;       ///< false: no answer within the bound (stuck outside omgs, or dead)
+  std::uint64_t posted = 0;     ///< exchanges this rank has posted since set-up (plan order)
+  std::uint64_t completed = 0;  ///< exchanges this rank has seen complete
+  std::uint64_t submitted = 0;  ///< submit() calls accepted on this rank
+  std::uint64_t post_errors = 0;  ///< MPI errors while posting, so far
+  int last_error_class = 0;       ///< MPI error class of the last one (0: none)
+};
+
+/// What a watchdog learns about a group that does not complete.
+struct Diagnosis {
+  int group = -1;
+  /// The exchange waited for is the `needed`-th posted by every rank (1-based, plan order:
+  /// iteration * groups + g + 1).
+  std::uint64_t needed = 0;
+  std::vector<PeerProgress> peers;  ///< one per rank, this rank's own included
+  std::vector<int> lagging;         ///< ranks that have not posted it, or did not answer
+  std::string report;               ///< one paragraph naming the group and those ranks
 };
 
 struct ProgressStats {
@@ -159,6 +193,7 @@ struct ProgressStats {
   std::uint64_t collectives_posted = 0;  ///< MPI_Iallgatherv + count MPI_Iallgather
   std::uint64_t groups_completed = 0;
   std::uint64_t mpi_errors = 0;  ///< MPI calls that returned an error (with MPI_ERRORS_RETURN)
+  std::uint64_t queries_answered = 0;  ///< watchdog queries of other ranks answered
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   std::vector<GroupStats> groups;
@@ -195,6 +230,18 @@ class OMGS_EXPORT ProgressEngine {
   WaitStatus wait(int g, double timeout_s = -1.0) noexcept;
   /// Waits for every submitted group; their completions are consumed.
   WaitStatus wait_all(double timeout_s = -1.0) noexcept;
+
+  /// The watchdog: asks every other rank how far it has posted and completed (their
+  /// progress threads answer; in inline mode a rank answers from its owner's next engine
+  /// call) and names the ranks that have not posted group g's pending exchange or did not
+  /// answer within timeout_s. Not collective: call it on any rank whose wait(g) timed out.
+  /// Owner thread only; allocates (it is for the error path).
+  Diagnosis diagnose(int g, double timeout_s = 1.0);
+
+  /// True if group g's last reported exchange failed (WaitStatus::failed).
+  bool failed(int g) const noexcept;
+  /// Timestamps of group g's last completed exchange (steady clock seconds).
+  GroupTimes group_times(int g) const noexcept;
 
   /// Number of pairs rank r contributed to the last completed exchange of group g, and
   /// where they start in groups[g].recv. Valid after g is reported complete.

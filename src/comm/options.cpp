@@ -109,6 +109,8 @@ const char* to_string(WaitStatus status) {
       return "timeout";
     case WaitStatus::not_submitted:
       return "not_submitted";
+    case WaitStatus::failed:
+      return "failed";
   }
   return "?";
 }
