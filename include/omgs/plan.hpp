@@ -180,31 +180,32 @@ struct Plan {
 /// follows its backward, and its communication starts when both its top-k and the previous
 /// communication are done. Throws omgs::Error if `groups` is not such a partition.
 OMGS_EXPORT Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>& groups,
-                 const PerfModel& model, const PlanConfig& config);
+                             const PerfModel& model, const PlanConfig& config);
 
 /// Builds the Plan (group_of_layer, predicted timeline) of a grouping.
 OMGS_EXPORT Plan make_plan_from_groups(Planner planner, const std::vector<LayerSpec>& layers,
-                           std::vector<Group> groups, const PerfModel& model,
-                           const PlanConfig& config);
+                                       std::vector<Group> groups, const PerfModel& model,
+                                       const PlanConfig& config);
 
 /// Validates the inputs, runs the planner and predicts its timeline.
-OMGS_EXPORT Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
-               const PlanConfig& config);
+OMGS_EXPORT Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers,
+                           const PerfModel& model, const PlanConfig& config);
 
 /// The groupings themselves (plan order). make_plan calls these after validation.
-OMGS_EXPORT std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfModel& model,
-                              const PlanConfig& config);
+OMGS_EXPORT std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers,
+                                          const PerfModel& model, const PlanConfig& config);
 OMGS_EXPORT std::vector<Group> groups_layerwise(const std::vector<LayerSpec>& layers);
 OMGS_EXPORT std::vector<Group> groups_single(const std::vector<LayerSpec>& layers);
 OMGS_EXPORT std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
-                                    std::uint64_t threshold_numel);
+                                                std::uint64_t threshold_numel);
 /// Minimum predicted iteration end over all partitions into consecutive groups (dynamic
 /// programming over group boundaries with the Pareto front of (compute end, comm end)).
-OMGS_EXPORT std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
-                                  const PlanConfig& config);
+OMGS_EXPORT std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers,
+                                              const PerfModel& model, const PlanConfig& config);
 /// The same optimum by trying all 2^(L-1) partitions; L <= 20 (an oracle for tests).
 OMGS_EXPORT std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
-                                             const PerfModel& model, const PlanConfig& config);
+                                                         const PerfModel& model,
+                                                         const PlanConfig& config);
 
 // ---------------------------------------------------------------------------------------
 // Model description files
@@ -216,9 +217,21 @@ OMGS_EXPORT std::vector<Group> groups_optimal_exhaustive(const std::vector<Layer
 OMGS_EXPORT std::vector<LayerSpec> parse_model_csv(std::istream& in, const std::string& source);
 OMGS_EXPORT std::vector<LayerSpec> load_model_csv(const std::string& path);
 
+/// A timeline with its caption, one block of lanes in timeline_svg.
+struct LabeledTimeline {
+  std::string label;
+  Timeline timeline;
+};
+
+/// A self-contained SVG Gantt chart of one or more timelines (e.g. predicted above
+/// measured) on a shared time axis. Each timeline gets three lanes: compute (the groups'
+/// backward), top-k and communication; group numbers are written in blocks wide enough.
+OMGS_EXPORT std::string timeline_svg(const std::vector<LabeledTimeline>& rows,
+                                     const std::string& title);
+
 /// The plan as JSON: {"planner", "workers", "density", "groups": [[names, highest index
 /// first], ...], "group_numel": [...], "predicted": {...}, "timeline": [...]}.
 OMGS_EXPORT std::string plan_to_json(const Plan& plan, const std::vector<LayerSpec>& layers,
-                         const PlanConfig& config);
+                                     const PlanConfig& config);
 
 }  // namespace omgs

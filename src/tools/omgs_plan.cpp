@@ -18,7 +18,7 @@ constexpr const char* usage_text =
     "usage: omgs-plan --model FILE.csv --workers P --density D\n"
     "                 [--perf reference|FILE.json] [--planner "
     "mgs|layerwise|single|threshold|optimal|all]\n"
-    "                 [--threshold NUMEL] [--format table|json]\n"
+    "                 [--threshold NUMEL] [--format table|json] [--svg FILE.svg]\n"
     "\n"
     "Groups the gradient tensors of a model (CSV: header name,numel,backward_s; one row per\n"
     "tensor in forward order) for merged gradient sparsification, and predicts the pipeline.\n"
@@ -30,7 +30,9 @@ constexpr const char* usage_text =
     "                   alpha-beta JSON file (default: reference)\n"
     "  --planner NAME   mgs (default), layerwise, single, threshold, optimal, or all to compare\n"
     "  --threshold N    group size of the threshold planner in elements (default 8192)\n"
-    "  --format F       table (default) or json\n";
+    "  --format F       table (default) or json\n"
+    "  --svg FILE       also draw the predicted pipeline as an SVG Gantt chart (one block of\n"
+    "                   compute / top-k / communication lanes per planner)\n";
 
 struct Args {
   std::string model;
@@ -40,6 +42,7 @@ struct Args {
   std::string planner = "mgs";
   std::string threshold = "8192";
   std::string format = "table";
+  std::string svg;
 };
 
 [[noreturn]] void die(const std::string& message, int code = 1) {
@@ -95,6 +98,9 @@ Args parse_args(int argc, char** argv) {
       a.threshold = value();
     } else if (opt == "--format") {
       a.format = value();
+    } else if (opt == "--svg") {
+      a.svg = value();
+      if (a.svg.empty()) die("--svg needs a file name", 2);
     } else {
       die("unknown option '" + opt + "'\n" + usage_text, 2);
     }
@@ -183,6 +189,20 @@ int main(int argc, char** argv) {
 
     std::vector<omgs::Plan> plans;
     for (omgs::Planner p : planners) plans.push_back(omgs::make_plan(p, layers, *model, config));
+
+    if (!args.svg.empty()) {
+      std::vector<omgs::LabeledTimeline> rows;
+      for (const omgs::Plan& p : plans)
+        rows.push_back({std::string(omgs::to_string(p.planner)) + " (predicted)", p.predicted});
+      std::ostringstream title;
+      title << args.model << ": P = " << config.workers << ", density = " << config.density << ", "
+            << model->describe();
+      const std::string svg = omgs::timeline_svg(rows, title.str());
+      std::FILE* f = std::fopen(args.svg.c_str(), "wb");
+      if (f == nullptr) die("--svg: cannot open '" + args.svg + "' for writing");
+      const bool ok = std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
+      if (std::fclose(f) != 0 || !ok) die("--svg: writing '" + args.svg + "' failed");
+    }
 
     if (args.format == "json") {
       if (plans.size() == 1) {

@@ -66,3 +66,27 @@ TEST_CASE("make_plan_from_groups fills numel and group_of_layer", "[plan][timeli
   CHECK(json.find("\"groups\": [\n  [\"L2\", \"L1\"],\n  [\"L0\"]]") != std::string::npos);
   CHECK(json.find("\"iteration_end_s\": 9.25") != std::string::npos);
 }
+
+TEST_CASE("timeline_svg draws three lanes per group and escapes labels", "[plan][svg]") {
+  omgs::Timeline t;
+  t.groups.resize(2);
+  t.groups[0] = {0.0, 1e-3, 2e-3, 2e-3, 4e-3};
+  t.groups[1] = {2e-3, 3e-3, 3.5e-3, 4e-3, 6e-3};
+  t.compute_end_s = 3.5e-3;
+  t.iteration_end_s = 6e-3;
+  t.non_overlapped_comm_s = 2.5e-3;
+  const std::string svg =
+      omgs::timeline_svg({{"predicted <a&b>", t}, {"measured", t}}, "title \"x\"");
+  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CHECK(svg.find("predicted &lt;a&amp;b&gt;") != std::string::npos);
+  CHECK(svg.find("title &quot;x&quot;") != std::string::npos);
+  std::size_t bars = 0;
+  for (std::size_t at = svg.find("<title>group "); at != std::string::npos;
+       at = svg.find("<title>group ", at + 1))
+    ++bars;
+  CHECK(bars == 2 * 3 * 2);
+  CHECK(svg.find("6.000 ms") != std::string::npos);  // the iteration, in the block caption
+  // Degenerate input still gives a valid document.
+  const std::string empty = omgs::timeline_svg({}, "");
+  CHECK(empty.find("</svg>") != std::string::npos);
+}
