@@ -34,6 +34,19 @@ using DeviceMemory = ExecSpace::memory_space;
 using GradientView = Kokkos::View<float*, DeviceMemory>;
 using ConstGradientView = Kokkos::View<const float*, DeviceMemory>;
 
+/// Where the layers' backward times (which the planner needs) come from.
+enum class BackwardTimes {
+  automatic,  ///< measured if every LayerSpec::backward_s is 0, else given
+  given,      ///< the LayerSpec values
+  measure,    ///< measured from the spacing of ready() calls during the first iterations
+};
+
+/// What finish() does when a group does not complete within wait_timeout_s.
+enum class TimeoutAction {
+  report,  ///< return Status::comm_failed with the watchdog's report; finish() may be retried
+  abort,   ///< print the report on stderr and MPI_Abort the job
+};
+
 struct RuntimeOptions {
   double density = 0.001;          ///< fraction of each group's entries that is sent
   Planner planner = Planner::mgs;  ///< how layers are merged into groups
@@ -44,8 +57,27 @@ struct RuntimeOptions {
   PinOption progress_pin;                ///< progress thread placement (OMGS_PROGRESS_CPU wins)
   GpuAwareMpi gpu_aware = GpuAwareMpi::automatic;  ///< OMGS_GPU_AWARE_MPI wins
   bool force_inline_progress = false;              ///< no progress thread; finish() drives MPI
-  bool read_environment = true;   ///< honour OMGS_PROGRESS_CPU / OMGS_GPU_AWARE_MPI
-  double wait_timeout_s = 300.0;  ///< finish() gives up on a group after this long
+  /// Honour the OMGS_* environment variables (they win over these options):
+  /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT.
+  bool read_environment = true;
+  /// The watchdog: finish() waits this long for a group, then asks every rank how far it
+  /// got and reports which ranks have not posted the group (see on_timeout).
+  double wait_timeout_s = 300.0;
+  TimeoutAction on_timeout = TimeoutAction::report;
+  double watchdog_query_s = 1.0;  ///< how long the watchdog waits for the ranks' answers
+
+  BackwardTimes backward_times = BackwardTimes::automatic;
+  /// Iterations measured before planning when backward times are measured. Meanwhile
+  /// every layer is its own group (training proceeds, communication is layer-wise).
+  int profile_iterations = 5;
+
+  /// Chrome trace JSON (chrome://tracing, Perfetto) written by write_trace() and by the
+  /// destructor; "%r" is replaced by the rank (without it, ranks > 0 insert ".<rank>"
+  /// before the extension). Empty: no trace.
+  std::string trace_path;
+  /// Trace events kept in memory (allocated at construction; later events are dropped
+  /// and counted).
+  std::size_t trace_max_events = std::size_t{1} << 18;
 };
 
 /// Outcome of a per-iteration call. Per-iteration calls never throw; last_error() has the
@@ -58,6 +90,7 @@ enum class Status : std::uint8_t {
   shape_mismatch,      ///< ready(l, view) with a view of the wrong length
   nonfinite_gradient,  ///< a rank's group held NaN/Inf: the step is skipped on every rank
   comm_failed,         ///< the collective did not complete (timeout, MPI error)
+  plan_failed,         ///< planning from the measured backward times failed (layer-wise kept)
 };
 OMGS_EXPORT const char* to_string(Status status) noexcept;
 
@@ -72,6 +105,8 @@ struct IterationStats {
   std::uint64_t bytes_sent = 0;      ///< this iteration, this rank
   std::uint64_t bytes_received = 0;  ///< this iteration, all ranks' pairs
   std::uint64_t iteration = 0;       ///< 0-based count of finished iterations
+  bool profiling = false;            ///< layer-wise while backward times were measured
+  bool replanned = false;            ///< the plan was built from the measured times after it
 };
 
 /// The calibration's measurements and fit (when perf_model == "calibrate").
@@ -117,6 +152,22 @@ class OMGS_EXPORT Runtime {
   /// Layer l's error-feedback residual (what this rank has not sent yet).
   ConstGradientView residual(std::size_t l) const;
 
+  /// Optional: marks the start of the backward pass. It makes the measured timeline and
+  /// the measured backward time of the first layer exact; without it the first ready()
+  /// of an iteration is the reference and that layer's time is estimated from the others'.
+  void begin_backward() noexcept;
+  /// True while backward times are being measured (BackwardTimes::measure).
+  bool profiling() const noexcept;
+  /// The last finished iteration's pipeline as measured on this rank, in the same form
+  /// as plan().predicted (seconds from the start of its backward pass).
+  const Timeline& measured() const noexcept;
+  /// Writes the Chrome trace of every recorded iteration (path: options.trace_path, or the
+  /// given one, "%r" -> rank). Throws omgs::Error if the file cannot be written.
+  void write_trace(const std::string& path = "") const;
+  /// Writes an SVG Gantt chart: the plan's predicted pipeline above the measured one of
+  /// the last finished iteration (lanes: compute, top-k, communication).
+  void write_svg(const std::string& path) const;
+
   const Plan& plan() const noexcept;
   const std::vector<LayerSpec>& layers() const noexcept;
   const PerfModel& perf_model() const noexcept;
@@ -125,6 +176,8 @@ class OMGS_EXPORT Runtime {
   ProgressStats progress_stats() const;
   /// k of group g (pairs each rank sends).
   std::size_t group_k(std::size_t g) const;
+  /// The watchdog's findings when the last finish() returned comm_failed on a timeout.
+  const Diagnosis& last_diagnosis() const noexcept;
   /// The message of the last non-ok status.
   const std::string& last_error() const noexcept;
   int rank() const noexcept;

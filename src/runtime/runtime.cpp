@@ -1,7 +1,11 @@
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -28,6 +32,8 @@ const char* to_string(Status status) noexcept {
       return "non-finite gradient";
     case Status::comm_failed:
       return "communication failed";
+    case Status::plan_failed:
+      return "planning from the measured backward times failed";
   }
   return "unknown status";
 }
@@ -131,6 +137,82 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+constexpr double nan_s = std::numeric_limits<double>::quiet_NaN();
+
+/// The value of environment variable `name` when options allow it and it is set.
+const char* env_value(bool read_environment, const char* name) {
+  if (!read_environment) return nullptr;
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+/// Applies the OMGS_* environment variables to the options (they win), and checks every
+/// value; throws omgs::Error naming the variable.
+void apply_environment(RuntimeOptions& o) {
+  if (const char* v = env_value(o.read_environment, "OMGS_PROGRESS_CPU"))
+    o.progress_pin = parse_pin_option(v, "OMGS_PROGRESS_CPU");
+  if (const char* v = env_value(o.read_environment, "OMGS_GPU_AWARE_MPI"))
+    o.gpu_aware = parse_gpu_aware_option(v, "OMGS_GPU_AWARE_MPI");
+  if (const char* v = env_value(o.read_environment, "OMGS_TRACE")) o.trace_path = v;
+  if (const char* v = env_value(o.read_environment, "OMGS_TIMEOUT_S")) {
+    char* end = nullptr;
+    const double t = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !std::isfinite(t) || !(t > 0))
+      throw Error(std::string("omgs: OMGS_TIMEOUT_S='") + v +
+                  "' is not a positive number of seconds");
+    o.wait_timeout_s = t;
+  }
+  if (const char* v = env_value(o.read_environment, "OMGS_ON_TIMEOUT")) {
+    const std::string a = v;
+    if (a == "report")
+      o.on_timeout = TimeoutAction::report;
+    else if (a == "abort")
+      o.on_timeout = TimeoutAction::abort;
+    else
+      throw Error("omgs: OMGS_ON_TIMEOUT='" + a + "' is not 'report' or 'abort'");
+  }
+}
+
+/// The trace file of `rank`: "%r" -> rank; without it ranks > 0 insert ".<rank>" before
+/// the extension.
+std::string trace_file(const std::string& path, int rank, int size) {
+  std::string out = path;
+  const std::size_t at = out.find("%r");
+  if (at != std::string::npos) return out.replace(at, 2, std::to_string(rank));
+  if (size == 1 || rank == 0) return out;
+  const std::size_t slash = out.find_last_of('/');
+  const std::size_t dot = out.find_last_of('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  if (!has_ext) return out + "." + std::to_string(rank);
+  return out.insert(dot, "." + std::to_string(rank));
+}
+
+enum class TraceKind : std::uint8_t { backward, sparsify, queue, allgather, aggregate, wait };
+const char* trace_name(TraceKind k) {
+  switch (k) {
+    case TraceKind::backward:
+      return "backward";
+    case TraceKind::sparsify:
+      return "sparsify";
+    case TraceKind::queue:
+      return "queue wait";
+    case TraceKind::allgather:
+      return "allgather";
+    case TraceKind::aggregate:
+      return "aggregate";
+    case TraceKind::wait:
+      return "finish wait";
+  }
+  return "?";
+}
+
+struct TraceEvent {
+  double t0_s = 0, t1_s = 0;  // steady clock
+  std::uint64_t iteration = 0;
+  std::int32_t group = -1;
+  TraceKind kind = TraceKind::backward;
+};
+
 }  // namespace
 
 class RuntimeImpl {
@@ -142,6 +224,12 @@ class RuntimeImpl {
   int rank = 0, size = 1;
   std::vector<LayerSpec> layers;
   RuntimeOptions options;
+  bool measuring = false;  // backward times measured (at construction: agreed by all ranks)
+  bool profiling = false;  // still measuring: the plan in use is layer-wise
+  int profiled = 0;
+  std::vector<double> bwd_sum;  // per layer, over the profiled iterations where it was measured
+  std::vector<int> bwd_count;
+  std::size_t estimated_layer = 0;  // finish_timeline(): the layer whose time was estimated (or L)
   std::unique_ptr<PerfModel> model;
   CalibrationReport calibration;
   Plan plan;
@@ -158,16 +246,57 @@ class RuntimeImpl {
   std::vector<char> is_ready;
   std::vector<std::size_t> remaining;
   std::vector<char> failed_here;  // this rank could not contribute group g
+  std::vector<char> group_done;   // finish() has dealt with group g in this iteration
   std::size_t ready_count = 0;
   double iteration_start_s = 0.0;
   IterationStats stats, current;
   std::string last_error;
   std::uint64_t iterations = 0;
 
+  // This iteration's timestamps (steady clock seconds), all allocated at construction.
+  double begin_s = nan_s;        // begin_backward()
+  double last_return_s = nan_s;  // when the previous ready() (or begin_backward) returned
+  std::vector<double> layer_ready_s, layer_bwd_s;  // per layer: ready() entry, its compute
+  std::vector<double> topk_start_s, topk_end_s, agg_start_s, agg_end_s;  // per group
+  Timeline measured;
+  Diagnosis diagnosis;
+
+  // Chrome trace.
+  std::string trace_path;
+  std::vector<TraceEvent> trace;
+  std::size_t trace_count = 0;
+  std::uint64_t trace_dropped = 0;
+  double trace_origin_s = 0.0;
+
   ~RuntimeImpl() {
     engine.reset();  // stops the thread, frees its communicator, before ours
+    if (!trace_path.empty()) {
+      try {
+        write_trace(trace_path);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "omgs: warning: %s\n", e.what());
+      }
+    }
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
+
+  void record(TraceKind kind, int group, double t0, double t1) noexcept {
+    if (trace.empty()) return;
+    if (trace_count == trace.size()) {
+      ++trace_dropped;
+      return;
+    }
+    TraceEvent& e = trace[trace_count++];
+    e.t0_s = t0;
+    e.t1_s = t1;
+    e.iteration = iterations;
+    e.group = group;
+    e.kind = kind;
+  }
+
+  void write_trace(const std::string& path) const;
+  void finish_timeline() noexcept;
+  void replan() noexcept;
 
   void check_agreement() {
     // One small allreduce first: a different layer count would make the per-layer one
@@ -181,8 +310,14 @@ class RuntimeImpl {
     const std::uint64_t perf =
         fnv1a(fnv_basis, options.perf_model.data(), options.perf_model.size());
     const std::vector<std::uint64_t> mine = {
-        layers.size(),           h_layers, double_bits(options.density), planner,
-        options.threshold_numel, perf};
+        layers.size(),
+        h_layers,
+        double_bits(options.density),
+        planner,
+        options.threshold_numel,
+        perf,
+        measuring ? 1u : 0u,
+        static_cast<std::uint64_t>(options.profile_iterations)};
     std::vector<std::uint64_t> mx, mn;
     max_min(comm, mine, mx, mn);
     if (mx[0] != mn[0])
@@ -200,7 +335,14 @@ class RuntimeImpl {
                       std::to_string(rank) + " has '" + layers[i].name + "' with numel " +
                       std::to_string(layers[i].numel) + ")");
     }
-    const char* what[] = {nullptr, nullptr, "density", "planner", "threshold_numel", "perf_model"};
+    const char* what[] = {nullptr,
+                          nullptr,
+                          "density",
+                          "planner",
+                          "threshold_numel",
+                          "perf_model",
+                          "backward_times (measured on some ranks, given on others)",
+                          "profile_iterations"};
     for (std::size_t i = 2; i < mine.size(); ++i)
       if (mx[i] != mn[i])
         throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +
@@ -318,11 +460,36 @@ class RuntimeImpl {
                   "): their backward times or performance models differ");
   }
 
-  void allocate() {
+  void allocate_layers() {
     const std::size_t L = layers.size();
-    layer_offset.resize(L + 1, 0);
+    layer_offset.assign(L + 1, 0);
     for (std::size_t l = 0; l < L; ++l) layer_offset[l + 1] = layer_offset[l] + layers[l].numel;
+    const std::size_t total = layer_offset[L];
+    try {
+      grad = GradientView("omgs::gradient", total);
+      resid = GradientView("omgs::residual", total);
+      agg = GradientView("omgs::aggregated", total);
+    } catch (const std::exception& e) {
+      throw Error("omgs: allocating the gradient, residual and aggregated buffers (3 x " +
+                  std::to_string(total) + " floats = " + std::to_string(3 * total * 4) +
+                  " bytes) failed: " + e.what());
+    }
+    is_ready.assign(L, 0);
+    layer_ready_s.assign(L, nan_s);
+    layer_bwd_s.assign(L, nan_s);
+    bwd_sum.assign(L, 0.0);
+    bwd_count.assign(L, 0);
+  }
+
+  /// Everything that depends on the plan: per-group offsets, send / receive pairs, the
+  /// selector. Called at construction and once more after profiling.
+  void allocate_groups() {
     const std::size_t G = plan.groups.size();
+    group_offset.clear();
+    group_numel.clear();
+    group_k.clear();
+    send_offset.clear();
+    recv_offset.clear();
     std::size_t max_n = 1, max_k = 1, send_total = 0, recv_total = 0;
     for (std::size_t g = 0; g < G; ++g) {
       const Group& gr = plan.groups[g];
@@ -341,11 +508,7 @@ class RuntimeImpl {
       max_n = std::max<std::size_t>(max_n, gr.numel);
       max_k = std::max(max_k, group_k.back());
     }
-    const std::size_t total = layer_offset[L];
     try {
-      grad = GradientView("omgs::gradient", total);
-      resid = GradientView("omgs::residual", total);
-      agg = GradientView("omgs::aggregated", total);
       sel_index = Kokkos::View<std::uint32_t*, DeviceMemory>("omgs::selected_index", max_k);
       sel_value = Kokkos::View<float*, DeviceMemory>("omgs::selected_value", max_k);
       send = PairView("omgs::send_pairs", send_total);
@@ -354,12 +517,20 @@ class RuntimeImpl {
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      throw Error("omgs: allocating the buffers for " + std::to_string(total) +
-                  " gradient elements (3 x " + std::to_string(total * 4) + " bytes) and " +
-                  std::to_string(recv_total) + " received pairs failed: " + e.what());
+      throw Error("omgs: allocating the send / receive buffers (" + std::to_string(send_total) +
+                  " + " + std::to_string(recv_total) +
+                  " pairs of 8 bytes) and the top-k work "
+                  "buffers failed: " +
+                  e.what());
     }
-    is_ready.assign(L, 0);
     failed_here.assign(G, 0);
+    group_done.assign(G, 0);
+    topk_start_s.assign(G, nan_s);
+    topk_end_s.assign(G, nan_s);
+    agg_start_s.assign(G, nan_s);
+    agg_end_s.assign(G, nan_s);
+    measured = Timeline{};
+    measured.groups.resize(G);
     reset_remaining();
   }
 
@@ -373,6 +544,7 @@ class RuntimeImpl {
     po.read_environment = options.read_environment;
     po.gpu_aware = options.gpu_aware;
     po.wait_timeout_s = options.wait_timeout_s;
+    po.read_environment = false;  // the runtime applied (and checked) the environment
     if (!std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {
       po.buffer_space = MemorySpace::device;
       po.copy_to_host = [](void* dst, const void* src, std::size_t bytes) {
@@ -475,6 +647,7 @@ void add_back(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset, 
 void RuntimeImpl::sparsify(std::size_t g) {
   Kokkos::Profiling::pushRegion("omgs::sparsify");
   const double t0 = now_s();
+  topk_start_s[g] = t0;
   const auto range = std::make_pair(group_offset[g], group_offset[g] + group_numel[g]);
   const TopkResult r =
       selector->select_with_feedback(Kokkos::subview(grad, range), Kokkos::subview(resid, range),
@@ -486,8 +659,10 @@ void RuntimeImpl::sparsify(std::size_t g) {
   }
   pack_pairs(send, send_offset[g], sel_index, sel_value, group_k[g], failed);
   ExecSpace().fence();  // the pairs are complete before MPI sees them
-  current.sparsify_s += now_s() - t0;
+  topk_end_s[g] = now_s();
+  current.sparsify_s += topk_end_s[g] - t0;
   Kokkos::Profiling::popRegion();
+  Kokkos::Profiling::pushRegion("omgs::submit");
   // Back-pressure: the queue holds every group, so this only spins if the progress thread
   // has not yet drained the previous iteration's items.
   const double deadline = now_s() + options.wait_timeout_s;
@@ -499,6 +674,7 @@ void RuntimeImpl::sparsify(std::size_t g) {
     std::this_thread::yield();
   }
   current.bytes_sent += group_k[g] * sizeof(SparsePair);
+  Kokkos::Profiling::popRegion();
 }
 
 void RuntimeImpl::restore_own_selection(std::size_t g) {
@@ -509,10 +685,12 @@ void RuntimeImpl::restore_own_selection(std::size_t g) {
 void RuntimeImpl::aggregate(std::size_t g) {
   Kokkos::Profiling::pushRegion("omgs::aggregate");
   const double t0 = now_s();
+  agg_start_s[g] = t0;
   scatter_add(recv, recv_offset[g], group_k[g] * static_cast<std::size_t>(size), agg,
               group_offset[g], group_numel[g], 1.0f / static_cast<float>(size));
   current.bytes_received += group_k[g] * static_cast<std::size_t>(size) * sizeof(SparsePair);
-  current.aggregate_s += now_s() - t0;
+  agg_end_s[g] = now_s();  // launched (complete on host back-ends; finish() fences once)
+  current.aggregate_s += agg_end_s[g] - t0;
   Kokkos::Profiling::popRegion();
 }
 
@@ -526,6 +704,7 @@ Runtime::Runtime(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions op
   if (!mpi_init || mpi_final)
     throw Error("omgs::Runtime: MPI must be initialized (and not finalized)");
   if (!Kokkos::is_initialized()) throw Error("omgs::Runtime: Kokkos must be initialized");
+  if (comm == MPI_COMM_NULL) throw Error("omgs::Runtime: the communicator is MPI_COMM_NULL");
   Kokkos::Profiling::pushRegion("omgs::init");
   auto& s = *impl_;
   MPI_Comm_dup(comm, &s.comm);
@@ -533,24 +712,56 @@ Runtime::Runtime(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions op
   MPI_Comm_size(s.comm, &s.size);
   s.layers = std::move(layers);
   s.options = std::move(options);
-  std::string err;
+  // Local checks first; the verdict is agreed before any other collective, so a bad input
+  // on one rank makes every rank throw instead of leaving the others in a collective.
+  std::string err, trace_path;
   try {
+    detail::apply_environment(s.options);
     validate_layers(s.layers);
     validate_density(s.options.density);
     if (s.options.planner == Planner::threshold && s.options.threshold_numel == 0)
       throw Error("omgs: the threshold planner needs threshold_numel > 0");
-    if (!(s.options.wait_timeout_s > 0)) throw Error("omgs: wait_timeout_s must be > 0");
+    if (!(s.options.wait_timeout_s > 0) || !std::isfinite(s.options.wait_timeout_s))
+      throw Error("omgs: wait_timeout_s must be a positive number of seconds");
+    if (!(s.options.watchdog_query_s > 0) || !std::isfinite(s.options.watchdog_query_s))
+      throw Error("omgs: watchdog_query_s must be a positive number of seconds");
+    bool all_zero = true;
+    for (const LayerSpec& l : s.layers) all_zero = all_zero && l.backward_s == 0.0;
+    s.measuring = s.options.backward_times == BackwardTimes::measure ||
+                  (s.options.backward_times == BackwardTimes::automatic && all_zero);
+    if (s.measuring && s.options.profile_iterations < 1)
+      throw Error("omgs: profile_iterations must be >= 1 to measure backward times (it is " +
+                  std::to_string(s.options.profile_iterations) + ")");
+    if (!s.options.trace_path.empty()) {
+      trace_path = detail::trace_file(s.options.trace_path, s.rank, s.size);
+      // Fail now, not after a long run: the trace file must be writable.
+      std::FILE* f = std::fopen(trace_path.c_str(), "wb");
+      if (f == nullptr)
+        throw Error("omgs: cannot write the trace file '" + trace_path +
+                    "': " + std::strerror(errno));
+      std::fclose(f);
+    }
   } catch (const Error& e) {
     err = e.what();
   }
   detail::agree(s.comm, s.rank, err);
   s.check_agreement();
   s.make_model();
+  s.profiling = s.measuring;
   const PlanConfig config{s.size, s.options.density, s.options.threshold_numel};
-  s.plan = make_plan(s.options.planner, s.layers, *s.model, config);
+  // While profiling every layer is its own group: training proceeds, and ready() spacing
+  // measures each layer's backward time.
+  s.plan =
+      make_plan(s.profiling ? Planner::layerwise : s.options.planner, s.layers, *s.model, config);
   s.check_plan();
-  s.allocate();
+  s.allocate_layers();
+  s.allocate_groups();
   s.start_engine();
+  if (!trace_path.empty()) {
+    s.trace.resize(std::max<std::size_t>(s.options.trace_max_events, 1));
+    s.trace_origin_s = detail::now_s();
+    s.trace_path = trace_path;  // from now on the destructor writes it
+  }
   Kokkos::Profiling::popRegion();
 }
 
@@ -572,8 +783,15 @@ ConstGradientView Runtime::residual(std::size_t l) const {
   return impl_->layer_slice(impl_->resid, l, "residual");
 }
 
+void Runtime::begin_backward() noexcept {
+  auto& s = *impl_;
+  s.begin_s = detail::now_s();
+  s.last_return_s = s.begin_s;
+}
+
 Status Runtime::ready(std::size_t l) noexcept {
   auto& s = *impl_;
+  const double t_in = detail::now_s();
   if (l >= s.layers.size())
     return s.fail(Status::unknown_layer, "omgs: ready(" + std::to_string(l) + "): there are only " +
                                              std::to_string(s.layers.size()) + " layers");
@@ -583,12 +801,18 @@ Status Runtime::ready(std::size_t l) noexcept {
                                              "' is already ready in this iteration");
   if (s.ready_count == 0) {
     s.current = IterationStats{};
-    s.iteration_start_s = detail::now_s();
+    s.iteration_start_s = std::isnan(s.begin_s) ? t_in : s.begin_s;
   }
+  Kokkos::Profiling::pushRegion("omgs::ready");
   s.is_ready[l] = 1;
   ++s.ready_count;
+  // The training code computed this layer between the previous ready() and this one.
+  s.layer_ready_s[l] = t_in;
+  s.layer_bwd_s[l] = t_in - s.last_return_s;  // NaN for the first, without begin_backward
   const std::size_t g = s.plan.group_of_layer[l];
   if (--s.remaining[g] == 0) s.sparsify(g);
+  s.last_return_s = detail::now_s();
+  Kokkos::Profiling::popRegion();
   return Status::ok;
 }
 
@@ -624,17 +848,55 @@ IterationStats Runtime::finish() noexcept {
     return r;
   }
   Kokkos::Profiling::pushRegion("omgs::finish");
+  const double finish_start = detail::now_s();
   for (std::size_t g = 0; g < s.plan.groups.size(); ++g) {
+    if (s.group_done[g]) continue;  // a retried finish() after a timeout
+    const Group& gr = s.plan.groups[g];
     const double t0 = detail::now_s();
+    Kokkos::Profiling::pushRegion("omgs::finish::wait");
     const WaitStatus w = s.engine->wait(static_cast<int>(g), s.options.wait_timeout_s);
+    Kokkos::Profiling::popRegion();
     st.finish_wait_s += detail::now_s() - t0;
+    if (w == WaitStatus::timeout) {
+      // The watchdog: ask every rank how far it got, name the ones holding the group up.
+      s.diagnosis = s.engine->diagnose(static_cast<int>(g), s.options.watchdog_query_s);
+      s.last_error = "omgs: finish(): group " + std::to_string(g) + " (layers '" +
+                     s.layers[gr.end - 1].name + "' .. '" + s.layers[gr.begin].name +
+                     "') did not complete within " + std::to_string(s.options.wait_timeout_s) +
+                     " s. " + s.diagnosis.report;
+      Kokkos::Profiling::popRegion();
+      if (s.options.on_timeout == TimeoutAction::abort) {
+        std::fprintf(stderr, "%s\nomgs: aborting the job (on_timeout = abort)\n",
+                     s.last_error.c_str());
+        std::fflush(stderr);
+        MPI_Abort(s.comm, 3);
+      }
+      s.last_error += " The iteration is still open: call finish() again to keep waiting.";
+      IterationStats r = st;
+      r.status = Status::comm_failed;
+      r.failed_group = static_cast<int>(g);
+      return r;
+    }
+    s.group_done[g] = 1;
     if (w != WaitStatus::ok) {
+      // MPI failed the collective (or it was never submitted): its pairs are not valid.
+      // This rank's selection goes back into its residual, so nothing is lost.
+      s.restore_own_selection(g);
+      Kokkos::deep_copy(
+          Kokkos::subview(s.agg,
+                          std::make_pair(s.group_offset[g], s.group_offset[g] + s.group_numel[g])),
+          0.0f);
       if (st.status == Status::ok) {
         st.status = Status::comm_failed;
         st.failed_group = static_cast<int>(g);
         s.last_error = "omgs: finish(): the allgather of group " + std::to_string(g) +
-                       " did not complete (" + to_string(w) + " after " +
-                       std::to_string(s.options.wait_timeout_s) + " s)";
+                       " (layers '" + s.layers[gr.end - 1].name + "' .. '" +
+                       s.layers[gr.begin].name + "') " +
+                       (w == WaitStatus::failed
+                            ? "completed with an MPI error; this rank's communicator is no "
+                              "longer usable and every later group fails"
+                            : "was never submitted") +
+                       "; this rank's selection was kept in its residual";
       }
       continue;
     }
@@ -649,7 +911,6 @@ IterationStats Runtime::finish() noexcept {
       if (st.status == Status::ok) {
         st.status = Status::nonfinite_gradient;
         st.failed_group = static_cast<int>(g);
-        const Group& gr = s.plan.groups[g];
         s.last_error = "omgs: group " + std::to_string(g) + " (layers '" +
                        s.layers[gr.end - 1].name + "' .. '" + s.layers[gr.begin].name +
                        "') held non-finite values on " + std::to_string(bad) + " rank(s) (" +
@@ -662,14 +923,246 @@ IterationStats Runtime::finish() noexcept {
   }
   ExecSpace().fence();
   Kokkos::Profiling::popRegion();
+  const double finish_end = detail::now_s();
+  s.record(detail::TraceKind::wait, -1, finish_start, finish_end);
+  s.finish_timeline();
+  st.iteration_s = finish_end - s.iteration_start_s;
+  st.iteration = s.iterations++;
+  st.profiling = s.profiling;
   std::fill(s.is_ready.begin(), s.is_ready.end(), 0);
   std::fill(s.failed_here.begin(), s.failed_here.end(), 0);
+  std::fill(s.group_done.begin(), s.group_done.end(), 0);
   s.reset_remaining();
   s.ready_count = 0;
-  st.iteration_s = detail::now_s() - s.iteration_start_s;
-  st.iteration = s.iterations++;
+  s.begin_s = detail::nan_s;
+  s.last_return_s = detail::nan_s;
+  if (s.profiling) {
+    for (std::size_t l = 0; l < s.layers.size(); ++l) {
+      if (l == s.estimated_layer) continue;  // not measured in this iteration
+      s.bwd_sum[l] += s.layer_bwd_s[l];
+      ++s.bwd_count[l];
+    }
+    // Every rank finishes the same iterations, so every rank replans at the same one.
+    if (++s.profiled == s.options.profile_iterations) {
+      s.replan();
+      st.replanned = !s.profiling;
+      if (s.profiling) {
+        st.status = Status::plan_failed;
+        s.profiling = false;  // keep the layer-wise plan; do not try again
+      }
+    }
+  }
   s.stats = st;
   return st;
+}
+
+namespace detail {
+
+/// The measured pipeline of the iteration just finished, in the form of Plan::predicted,
+/// and its trace events. A layer whose compute time is unknown (the first ready() without
+/// begin_backward()) gets the time per element of the others.
+void RuntimeImpl::finish_timeline() noexcept {
+  double known_s = 0.0, known_numel = 0.0;
+  std::size_t unknown = layers.size();
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (std::isnan(layer_bwd_s[l])) {
+      unknown = l;
+    } else {
+      layer_bwd_s[l] = std::max(0.0, layer_bwd_s[l]);
+      known_s += layer_bwd_s[l];
+      known_numel += static_cast<double>(layers[l].numel);
+    }
+  }
+  // Its mean so far if it was ever measured, else the others' time per element.
+  estimated_layer = unknown;
+  if (unknown < layers.size())
+    layer_bwd_s[unknown] = bwd_count[unknown] > 0 ? bwd_sum[unknown] / bwd_count[unknown]
+                           : known_numel > 0
+                               ? known_s / known_numel * static_cast<double>(layers[unknown].numel)
+                               : 0.0;
+  double origin = std::numeric_limits<double>::infinity();
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    origin = std::min(origin, layer_ready_s[l] - layer_bwd_s[l]);
+  measured.compute_end_s = 0;
+  measured.iteration_end_s = 0;
+  measured.comm_total_s = 0;
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    const Group& gr = plan.groups[g];
+    double bstart = std::numeric_limits<double>::infinity();
+    for (std::size_t l = gr.begin; l < gr.end; ++l)
+      bstart = std::min(bstart, layer_ready_s[l] - layer_bwd_s[l]);
+    const GroupTimes ct = engine->group_times(static_cast<int>(g));
+    GroupTiming& t = measured.groups[g];
+    t.backward_start_s = bstart - origin;
+    t.topk_start_s = topk_start_s[g] - origin;
+    t.topk_end_s = topk_end_s[g] - origin;
+    t.comm_start_s = ct.post_s - origin;
+    t.comm_end_s = ct.complete_s - origin;
+    measured.compute_end_s = std::max(measured.compute_end_s, t.topk_end_s);
+    measured.iteration_end_s = std::max(measured.iteration_end_s, t.comm_end_s);
+    measured.comm_total_s += t.comm_end_s - t.comm_start_s;
+    record(TraceKind::backward, static_cast<int>(g), bstart, topk_start_s[g]);
+    record(TraceKind::sparsify, static_cast<int>(g), topk_start_s[g], topk_end_s[g]);
+    record(TraceKind::queue, static_cast<int>(g), ct.submit_s, ct.post_s);
+    record(TraceKind::allgather, static_cast<int>(g), ct.post_s, ct.complete_s);
+    if (!std::isnan(agg_start_s[g]))
+      record(TraceKind::aggregate, static_cast<int>(g), agg_start_s[g], agg_end_s[g]);
+    agg_start_s[g] = agg_end_s[g] = nan_s;
+  }
+  measured.non_overlapped_comm_s = std::max(0.0, measured.iteration_end_s - measured.compute_end_s);
+}
+
+/// After profiling: average the measured backward times over iterations and ranks (rank
+/// 0's reduction, broadcast, so every rank plans with bit-identical inputs), plan with the
+/// chosen planner, check the plan everywhere, and rebuild what depends on the groups.
+/// Collective; every rank calls it at the same iteration. On failure `profiling` stays
+/// true and the layer-wise plan is kept.
+void RuntimeImpl::replan() noexcept {
+  Kokkos::Profiling::pushRegion("omgs::replan");
+  const std::size_t L = layers.size();
+  const Plan previous = plan;
+  try {
+    engine.reset();  // idle (finish() waited for every group); stops the thread first
+    std::vector<double> mean(L), sum(L, 0.0);
+    // A layer never measured (always the first ready() without begin_backward) gets the
+    // time per element of the others.
+    double known_s = 0, known_numel = 0;
+    for (std::size_t l = 0; l < L; ++l) {
+      if (bwd_count[l] == 0) continue;
+      mean[l] = bwd_sum[l] / bwd_count[l];
+      known_s += mean[l];
+      known_numel += static_cast<double>(layers[l].numel);
+    }
+    for (std::size_t l = 0; l < L; ++l)
+      if (bwd_count[l] == 0)
+        mean[l] =
+            known_numel > 0 ? known_s / known_numel * static_cast<double>(layers[l].numel) : 0.0;
+    MPI_Reduce(mean.data(), sum.data(), static_cast<int>(L), MPI_DOUBLE, MPI_SUM, 0, comm);
+    if (rank == 0)
+      for (double& x : sum) x = std::isfinite(x) && x > 0 ? x / size : 0.0;
+    MPI_Bcast(sum.data(), static_cast<int>(L), MPI_DOUBLE, 0, comm);
+    std::vector<LayerSpec> measured_layers = layers;
+    for (std::size_t l = 0; l < L; ++l) measured_layers[l].backward_s = sum[l];
+    const PlanConfig config{size, options.density, options.threshold_numel};
+    std::string err;
+    try {
+      plan = make_plan(options.planner, measured_layers, *model, config);
+    } catch (const std::exception& e) {
+      err = e.what();
+      plan = previous;
+    }
+    agree(comm, rank, err);
+    check_plan();
+    layers = std::move(measured_layers);
+    allocate_groups();
+    start_engine();
+    profiling = false;
+  } catch (const std::exception& e) {
+    last_error = std::string("omgs: planning with the measured backward times failed (") +
+                 e.what() + "); communication stays layer-wise";
+    try {
+      plan = previous;
+      allocate_groups();
+      if (!engine) start_engine();
+    } catch (const std::exception& e2) {
+      last_error += std::string("; restoring it failed too: ") + e2.what();
+    }
+  }
+  Kokkos::Profiling::popRegion();
+}
+
+/// Chrome trace format (the JSON array form inside {"traceEvents": [...]}): complete
+/// events ("X") on a compute and a finish lane, async events ("b"/"e") for each group's
+/// queue wait and allgather, which overlap one another.
+void RuntimeImpl::write_trace(const std::string& path) const {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr)
+    throw Error("omgs: cannot write the trace file '" + path + "': " + std::strerror(errno));
+  auto us = [this](double t) { return (t - trace_origin_s) * 1e6; };
+  std::fprintf(f,
+               "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"rank\": %d, \"ranks\": %d, "
+               "\"groups\": %zu, \"dropped_events\": %llu},\n\"traceEvents\": [\n",
+               rank, size, plan.groups.size(), static_cast<unsigned long long>(trace_dropped));
+  std::fprintf(f,
+               "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": "
+               "\"omgs rank %d\"}},\n"
+               "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 1, \"args\": "
+               "{\"name\": \"compute (backward, top-k)\"}},\n"
+               "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 2, \"args\": "
+               "{\"name\": \"finish (wait, aggregate)\"}}",
+               rank, rank, rank, rank);
+  for (std::size_t i = 0; i < trace_count; ++i) {
+    const TraceEvent& e = trace[i];
+    if (!(e.t1_s >= e.t0_s)) continue;  // a phase that did not happen
+    const char* name = trace_name(e.kind);
+    if (e.kind == TraceKind::queue || e.kind == TraceKind::allgather) {
+      const unsigned long long id = e.iteration * 1000003ull + static_cast<unsigned>(e.group);
+      std::fprintf(f,
+                   ",\n{\"name\": \"%s g%d\", \"cat\": \"comm\", \"ph\": \"b\", \"id\": %llu, "
+                   "\"pid\": %d, \"tid\": 3, \"ts\": %.3f, \"args\": {\"group\": %d, "
+                   "\"iteration\": %llu}},\n{\"name\": \"%s g%d\", \"cat\": \"comm\", \"ph\": "
+                   "\"e\", \"id\": %llu, \"pid\": %d, \"tid\": 3, \"ts\": %.3f}",
+                   name, e.group, id * 2 + (e.kind == TraceKind::allgather), rank, us(e.t0_s),
+                   e.group, static_cast<unsigned long long>(e.iteration), name, e.group,
+                   id * 2 + (e.kind == TraceKind::allgather), rank, us(e.t1_s));
+      continue;
+    }
+    const int tid = e.kind == TraceKind::backward || e.kind == TraceKind::sparsify ? 1 : 2;
+    std::fprintf(f,
+                 ",\n{\"name\": \"%s%s%s\", \"cat\": \"omgs\", \"ph\": \"X\", \"pid\": %d, "
+                 "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"group\": %d, "
+                 "\"iteration\": %llu}}",
+                 name, e.group >= 0 ? " g" : "",
+                 e.group >= 0 ? std::to_string(e.group).c_str() : "", rank, tid, us(e.t0_s),
+                 (e.t1_s - e.t0_s) * 1e6, e.group, static_cast<unsigned long long>(e.iteration));
+  }
+  std::fprintf(f, "\n]}\n");
+  const bool ok = std::ferror(f) == 0;
+  if (std::fclose(f) != 0 || !ok) throw Error("omgs: writing the trace file '" + path + "' failed");
+}
+
+}  // namespace detail
+
+bool Runtime::profiling() const noexcept {
+  return impl_->profiling;
+}
+
+const Timeline& Runtime::measured() const noexcept {
+  return impl_->measured;
+}
+
+const Diagnosis& Runtime::last_diagnosis() const noexcept {
+  return impl_->diagnosis;
+}
+
+void Runtime::write_trace(const std::string& path) const {
+  const auto& s = *impl_;
+  if (!path.empty()) {
+    s.write_trace(detail::trace_file(path, s.rank, s.size));
+  } else if (!s.trace_path.empty()) {
+    s.write_trace(s.trace_path);
+  } else {
+    throw Error("omgs::Runtime::write_trace: no path given and options.trace_path is empty");
+  }
+}
+
+void Runtime::write_svg(const std::string& path) const {
+  const auto& s = *impl_;
+  std::vector<LabeledTimeline> rows;
+  rows.push_back({std::string(to_string(s.plan.planner)) + " plan, predicted", s.plan.predicted});
+  if (s.iterations > 0)
+    rows.push_back({"measured on rank " + std::to_string(s.rank) + ", iteration " +
+                        std::to_string(s.iterations - 1),
+                    s.measured});
+  const std::string svg = timeline_svg(
+      rows, "omgs: " + std::to_string(s.layers.size()) + " layers, " +
+                std::to_string(s.plan.groups.size()) + " groups, P = " + std::to_string(s.size) +
+                ", density " + std::to_string(s.options.density) + "; " + s.model->describe());
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr)
+    throw Error("omgs: cannot write the SVG file '" + path + "': " + std::strerror(errno));
+  const bool ok = std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
+  if (std::fclose(f) != 0 || !ok) throw Error("omgs: writing the SVG file '" + path + "' failed");
 }
 
 const Plan& Runtime::plan() const noexcept {
