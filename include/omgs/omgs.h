@@ -1,0 +1,132 @@
+/* omgs C API: the runtime for C (and, through MPI_Comm_f2c, Fortran or any language with a
+ * C foreign-function interface). No exception crosses it: every call reports failure by
+ * its return value, and omgs_last_error() says why.
+ *
+ *   omgs_options opt;
+ *   omgs_options_init(&opt);
+ *   opt.density = 0.001;
+ *   omgs_runtime* rt = NULL;
+ *   if (omgs_create(MPI_COMM_WORLD, layers, n_layers, &opt, &rt) != OMGS_OK) {
+ *     fprintf(stderr, "%s\n", omgs_last_error(NULL));   // same message on every rank
+ *   }
+ *   for (iteration) {
+ *     for (size_t l = n_layers; l-- > 0;) {              // backward pass
+ *       float* g = omgs_gradient(rt, l, NULL);           // write layer l's gradient here
+ *       omgs_ready(rt, l);
+ *     }
+ *     if (omgs_finish(rt, &stats) != OMGS_OK) fprintf(stderr, "%s\n", omgs_last_error(rt));
+ *     const float* avg = omgs_aggregated(rt, l, NULL);   // averaged sparse gradient
+ *   }
+ *   omgs_destroy(rt);
+ *
+ * Pointers returned by omgs_gradient / omgs_aggregated / omgs_residual point into the
+ * runtime's buffers in Kokkos' default memory space: device memory in a CUDA or HIP build.
+ */
+#ifndef OMGS_OMGS_H
+#define OMGS_OMGS_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <omgs/export.hpp>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Return codes. 0..7 mirror omgs::Status (per-iteration outcomes); the others are C API
+ * errors. */
+enum {
+  OMGS_OK = 0,
+  OMGS_UNKNOWN_LAYER = 1,
+  OMGS_ALREADY_READY = 2,
+  OMGS_NOT_ALL_READY = 3,
+  OMGS_SHAPE_MISMATCH = 4,
+  OMGS_NONFINITE_GRADIENT = 5,
+  OMGS_COMM_FAILED = 6,
+  OMGS_PLAN_FAILED = 7,
+  OMGS_ERROR_INVALID_ARGUMENT = 100, /* a NULL pointer or bad value given to the C API */
+  OMGS_ERROR_SETUP = 101,            /* omgs_create failed (omgs::Error): see omgs_last_error */
+  OMGS_ERROR_INTERNAL = 102          /* an unexpected exception (e.g. out of memory) */
+};
+
+typedef struct omgs_layer {
+  const char* name;  /* unique, non-empty */
+  uint64_t numel;    /* > 0 */
+  double backward_s; /* >= 0; all 0: measured during the first iterations */
+} omgs_layer;
+
+typedef struct omgs_options {
+  double density;         /* default 0.001 */
+  const char* planner;    /* "mgs" (default), "layerwise", "single", "threshold", "optimal" */
+  const char* perf_model; /* "calibrate" (default), "reference", or an alpha-beta JSON file */
+  uint64_t threshold_numel;
+  int force_inline_progress; /* nonzero: no progress thread */
+  double wait_timeout_s;     /* the watchdog's bound (default 300) */
+  int abort_on_timeout;      /* nonzero: MPI_Abort with the watchdog's report */
+  int profile_iterations;    /* default 5 */
+  const char* trace_path;    /* Chrome trace JSON, "%r" -> rank; NULL or "": none */
+} omgs_options;
+
+typedef struct omgs_iteration_stats {
+  int status;       /* an OMGS_* code */
+  int failed_group; /* -1 if none */
+  uint64_t nonfinite;
+  double sparsify_s, finish_wait_s, aggregate_s, iteration_s;
+  uint64_t bytes_sent, bytes_received, iteration;
+  int profiling, replanned;
+} omgs_iteration_stats;
+
+typedef struct omgs_runtime omgs_runtime;
+
+/* Fills the defaults. */
+OMGS_EXPORT void omgs_options_init(omgs_options* options);
+
+/* Initializes Kokkos for C programs (no-op returning OMGS_OK if it is already initialized)
+ * and finalizes it, if omgs initialized it. MPI is the application's to initialize. */
+OMGS_EXPORT int omgs_kokkos_initialize(int* argc, char*** argv);
+OMGS_EXPORT void omgs_kokkos_finalize(void);
+
+/* Collective over comm. On failure *out is NULL, every rank gets a non-OK code and
+ * omgs_last_error(NULL) names the layer, option or rank at fault. options may be NULL. */
+OMGS_EXPORT int omgs_create(MPI_Comm comm, const omgs_layer* layers, size_t num_layers,
+                            const omgs_options* options, omgs_runtime** out);
+/* Not collective; NULL is allowed. Call before MPI_Finalize / omgs_kokkos_finalize. */
+OMGS_EXPORT void omgs_destroy(omgs_runtime* rt);
+
+OMGS_EXPORT size_t omgs_num_layers(const omgs_runtime* rt);
+OMGS_EXPORT size_t omgs_num_groups(const omgs_runtime* rt);
+/* The group (plan order) of layer l, or (size_t)-1 for an unknown layer. */
+OMGS_EXPORT size_t omgs_group_of_layer(const omgs_runtime* rt, size_t layer);
+
+/* Layer l's slot of the gradient buffer (write it, then omgs_ready); *numel receives its
+ * length when numel is not NULL. NULL for an unknown layer. */
+OMGS_EXPORT float* omgs_gradient(omgs_runtime* rt, size_t layer, size_t* numel);
+OMGS_EXPORT int omgs_begin_backward(omgs_runtime* rt);
+OMGS_EXPORT int omgs_ready(omgs_runtime* rt, size_t layer);
+/* stats may be NULL. */
+OMGS_EXPORT int omgs_finish(omgs_runtime* rt, omgs_iteration_stats* stats);
+OMGS_EXPORT const float* omgs_aggregated(const omgs_runtime* rt, size_t layer, size_t* numel);
+OMGS_EXPORT const float* omgs_residual(const omgs_runtime* rt, size_t layer, size_t* numel);
+
+/* 1 if the pointers above are host memory (Serial / OpenMP builds), 0 if device memory
+ * (CUDA / HIP builds: copy with the device runtime or use them in kernels). */
+OMGS_EXPORT int omgs_buffers_on_host(void);
+
+/* Writes the Chrome trace (path NULL: options.trace_path) or the SVG Gantt chart. */
+OMGS_EXPORT int omgs_write_trace(const omgs_runtime* rt, const char* path);
+OMGS_EXPORT int omgs_write_svg(const omgs_runtime* rt, const char* path);
+
+/* The message of rt's last non-OK call; with rt NULL, of the last failed omgs_create (or
+ * C API argument error) on this thread. Never NULL; "" if there was none. Valid until the
+ * next omgs call on the same runtime / thread. */
+OMGS_EXPORT const char* omgs_last_error(const omgs_runtime* rt);
+/* A short name of a return code ("ok", "non-finite gradient", ...). */
+OMGS_EXPORT const char* omgs_status_string(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OMGS_OMGS_H */

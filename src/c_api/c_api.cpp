@@ -1,0 +1,254 @@
+// The C API (include/omgs/omgs.h): a thin layer over omgs::Runtime that turns every
+// exception into a return code and a message.
+#include <omgs/omgs.h>
+
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <omgs/runtime.hpp>
+
+struct omgs_runtime {
+  std::unique_ptr<omgs::Runtime> rt;
+  std::string error;
+};
+
+namespace {
+
+thread_local std::string g_error;  // omgs_create failures and argument errors
+bool g_kokkos_ours = false;
+
+int invalid(omgs_runtime* rt, const std::string& message) {
+  (rt != nullptr ? rt->error : g_error) = message;
+  return OMGS_ERROR_INVALID_ARGUMENT;
+}
+
+int from_status(omgs_runtime* rt, omgs::Status s) {
+  if (s != omgs::Status::ok) rt->error = rt->rt->last_error();
+  return static_cast<int>(s);
+}
+
+template <typename F>
+int guarded(omgs_runtime* rt, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const omgs::Error& e) {
+    (rt != nullptr ? rt->error : g_error) = e.what();
+    return OMGS_ERROR_SETUP;
+  } catch (const std::exception& e) {
+    try {
+      (rt != nullptr ? rt->error : g_error) = std::string("omgs: internal error: ") + e.what();
+    } catch (...) {
+    }
+    return OMGS_ERROR_INTERNAL;
+  } catch (...) {
+    return OMGS_ERROR_INTERNAL;
+  }
+}
+
+const float* layer_pointer(const omgs_runtime* rt, size_t layer, size_t* numel, int which) {
+  if (rt == nullptr || layer >= rt->rt->num_layers()) {
+    if (numel != nullptr) *numel = 0;
+    return nullptr;
+  }
+  omgs::ConstGradientView v = which == 0   ? omgs::ConstGradientView(rt->rt->gradient(layer))
+                              : which == 1 ? rt->rt->aggregated(layer)
+                                           : rt->rt->residual(layer);
+  if (numel != nullptr) *numel = v.extent(0);
+  return v.data();
+}
+
+}  // namespace
+
+extern "C" {
+
+void omgs_options_init(omgs_options* o) {
+  if (o == nullptr) return;
+  const omgs::RuntimeOptions d;
+  o->density = d.density;
+  o->planner = "mgs";
+  o->perf_model = "calibrate";
+  o->threshold_numel = d.threshold_numel;
+  o->force_inline_progress = 0;
+  o->wait_timeout_s = d.wait_timeout_s;
+  o->abort_on_timeout = 0;
+  o->profile_iterations = d.profile_iterations;
+  o->trace_path = nullptr;
+}
+
+int omgs_kokkos_initialize(int* argc, char*** argv) {
+  return guarded(nullptr, [&] {
+    if (Kokkos::is_initialized()) return OMGS_OK;
+    if (argc != nullptr && argv != nullptr)
+      Kokkos::initialize(*argc, *argv);
+    else
+      Kokkos::initialize();
+    g_kokkos_ours = true;
+    return OMGS_OK;
+  });
+}
+
+void omgs_kokkos_finalize(void) {
+  if (g_kokkos_ours && Kokkos::is_initialized()) Kokkos::finalize();
+  g_kokkos_ours = false;
+}
+
+int omgs_create(MPI_Comm comm, const omgs_layer* layers, size_t num_layers,
+                const omgs_options* options, omgs_runtime** out) {
+  if (out == nullptr) return invalid(nullptr, "omgs_create: out is NULL");
+  *out = nullptr;
+  g_error.clear();
+  return guarded(nullptr, [&] {
+    // Translate the C arguments; an error here is agreed on with the other ranks (on a
+    // duplicate of comm) before the runtime's collectives, so no rank is left waiting.
+    std::string local_error;
+    std::vector<omgs::LayerSpec> specs;
+    omgs::RuntimeOptions opt;
+    try {
+      if (layers == nullptr && num_layers > 0)
+        throw omgs::Error("omgs_create: layers is NULL but num_layers = " +
+                          std::to_string(num_layers));
+      specs.reserve(num_layers);
+      for (size_t i = 0; i < num_layers; ++i) {
+        if (layers[i].name == nullptr)
+          throw omgs::Error("omgs_create: layer " + std::to_string(i) + " has a NULL name");
+        specs.push_back({layers[i].name, layers[i].numel, layers[i].backward_s});
+      }
+      if (options != nullptr) {
+        opt.density = options->density;
+        opt.planner = omgs::parse_planner(options->planner != nullptr ? options->planner : "mgs");
+        opt.perf_model = options->perf_model != nullptr ? options->perf_model : "calibrate";
+        opt.threshold_numel = options->threshold_numel;
+        opt.force_inline_progress = options->force_inline_progress != 0;
+        opt.wait_timeout_s = options->wait_timeout_s;
+        opt.on_timeout =
+            options->abort_on_timeout ? omgs::TimeoutAction::abort : omgs::TimeoutAction::report;
+        opt.profile_iterations = options->profile_iterations;
+        if (options->trace_path != nullptr) opt.trace_path = options->trace_path;
+      }
+    } catch (const omgs::Error& e) {
+      local_error = e.what();
+    }
+    if (comm == MPI_COMM_NULL) throw omgs::Error("omgs_create: comm is MPI_COMM_NULL");
+    MPI_Comm check = MPI_COMM_NULL;
+    MPI_Comm_dup(comm, &check);
+    int mine = local_error.empty() ? 0 : 1, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, check);
+    MPI_Comm_free(&check);
+    if (!local_error.empty()) throw omgs::Error(local_error);
+    if (any != 0)
+      throw omgs::Error("omgs_create: another rank rejected its arguments (see its error)");
+    auto h = std::make_unique<omgs_runtime>();
+    h->rt = std::make_unique<omgs::Runtime>(comm, std::move(specs), std::move(opt));
+    *out = h.release();
+    return OMGS_OK;
+  });
+}
+
+void omgs_destroy(omgs_runtime* rt) {
+  delete rt;  // ~Runtime does not throw
+}
+
+size_t omgs_num_layers(const omgs_runtime* rt) {
+  return rt != nullptr ? rt->rt->num_layers() : 0;
+}
+
+size_t omgs_num_groups(const omgs_runtime* rt) {
+  return rt != nullptr ? rt->rt->plan().groups.size() : 0;
+}
+
+size_t omgs_group_of_layer(const omgs_runtime* rt, size_t layer) {
+  if (rt == nullptr || layer >= rt->rt->num_layers()) return static_cast<size_t>(-1);
+  return rt->rt->plan().group_of_layer[layer];
+}
+
+float* omgs_gradient(omgs_runtime* rt, size_t layer, size_t* numel) {
+  return const_cast<float*>(layer_pointer(rt, layer, numel, 0));
+}
+
+const float* omgs_aggregated(const omgs_runtime* rt, size_t layer, size_t* numel) {
+  return layer_pointer(rt, layer, numel, 1);
+}
+
+const float* omgs_residual(const omgs_runtime* rt, size_t layer, size_t* numel) {
+  return layer_pointer(rt, layer, numel, 2);
+}
+
+int omgs_begin_backward(omgs_runtime* rt) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_begin_backward: rt is NULL");
+  rt->rt->begin_backward();
+  return OMGS_OK;
+}
+
+int omgs_ready(omgs_runtime* rt, size_t layer) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_ready: rt is NULL");
+  return from_status(rt, rt->rt->ready(layer));
+}
+
+int omgs_finish(omgs_runtime* rt, omgs_iteration_stats* stats) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_finish: rt is NULL");
+  const omgs::IterationStats st = rt->rt->finish();
+  if (stats != nullptr) {
+    stats->status = static_cast<int>(st.status);
+    stats->failed_group = st.failed_group;
+    stats->nonfinite = st.nonfinite;
+    stats->sparsify_s = st.sparsify_s;
+    stats->finish_wait_s = st.finish_wait_s;
+    stats->aggregate_s = st.aggregate_s;
+    stats->iteration_s = st.iteration_s;
+    stats->bytes_sent = st.bytes_sent;
+    stats->bytes_received = st.bytes_received;
+    stats->iteration = st.iteration;
+    stats->profiling = st.profiling ? 1 : 0;
+    stats->replanned = st.replanned ? 1 : 0;
+  }
+  return from_status(rt, st.status);
+}
+
+int omgs_buffers_on_host(void) {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, omgs::DeviceMemory>::accessible ? 1 : 0;
+}
+
+int omgs_write_trace(const omgs_runtime* rt, const char* path) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_write_trace: rt is NULL");
+  auto* m = const_cast<omgs_runtime*>(rt);
+  return guarded(m, [&] {
+    m->rt->write_trace(path != nullptr ? path : "");
+    return OMGS_OK;
+  });
+}
+
+int omgs_write_svg(const omgs_runtime* rt, const char* path) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_write_svg: rt is NULL");
+  if (path == nullptr)
+    return invalid(const_cast<omgs_runtime*>(rt), "omgs_write_svg: path is NULL");
+  auto* m = const_cast<omgs_runtime*>(rt);
+  return guarded(m, [&] {
+    m->rt->write_svg(path);
+    return OMGS_OK;
+  });
+}
+
+const char* omgs_last_error(const omgs_runtime* rt) {
+  return rt != nullptr ? rt->error.c_str() : g_error.c_str();
+}
+
+const char* omgs_status_string(int code) {
+  switch (code) {
+    case OMGS_ERROR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case OMGS_ERROR_SETUP:
+      return "set-up failed";
+    case OMGS_ERROR_INTERNAL:
+      return "internal error";
+    default:
+      break;
+  }
+  if (code >= 0 && code <= OMGS_PLAN_FAILED)
+    return omgs::to_string(static_cast<omgs::Status>(code));
+  return "unknown code";
+}
+
+}  // extern "C"
