@@ -56,7 +56,33 @@ struct TopkResult {
   bool ok() const noexcept { return status == TopkStatus::ok; }
 };
 
+/// A kernel or region label built once. Kokkos takes labels as std::string: a literal longer
+/// than the small-string buffer would allocate at every launch, and the hot path must not.
+#define OMGS_LABEL(text)                             \
+  ([]() -> const std::string& {                      \
+    static const std::string omgs_label_text_(text); \
+    return omgs_label_text_;                         \
+  }())
+
 namespace detail {
+
+/// Sets every entry of a 1-D view to zero (Kokkos::deep_copy(view, 0) builds its own label
+/// string at every call).
+template <class View>
+struct FillZero {
+  View v;
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
+    v(i) = typename View::non_const_value_type(0);
+  }
+};
+
+template <class ExecSpace, class View>
+void fill_zero(const ExecSpace& exec, const View& v) {
+  Kokkos::parallel_for(OMGS_LABEL("omgs::zero"),
+                       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(
+                           exec, 0, static_cast<std::int64_t>(v.extent(0))),
+                       FillZero<View>{v});
+}
 
 /// Digit layout of the 31-bit magnitude key: 11 + 11 + 9 bits, most significant first.
 constexpr int select_shift1 = 20;
@@ -489,7 +515,7 @@ class TopkSelector {
       return fail(TopkStatus::output_too_small);
     TopkResult result;
     if (n == 0) return result;
-    Kokkos::Profiling::pushRegion("omgs::select");
+    Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::select"));
     using Policy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
     const detail::SelectSource<memory_space, Feedback> src{a, residual};
     const std::int64_t sn = static_cast<std::int64_t>(n);
@@ -507,7 +533,7 @@ class TopkSelector {
     }
     if (k == 0) {
       if (Feedback) {
-        Kokkos::parallel_for("omgs::select::accumulate", Policy(exec_, 0, sn),
+        Kokkos::parallel_for(OMGS_LABEL("omgs::select::accumulate"), Policy(exec_, 0, sn),
                              detail::SelectAccumulate<ExecSpace>{a, residual});
       }
       Kokkos::Profiling::popRegion();
@@ -520,11 +546,11 @@ class TopkSelector {
       // Fast path: compact, resolve on the candidates, merge.
       detail::SelectCompact<ExecSpace, Feedback> compact{src,         b1,          sure_index_,
                                                          cand_index_, sure_value_, cand_value_};
-      Kokkos::parallel_scan("omgs::select::compact", Policy(exec_, 0, sn), compact);
+      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::compact"), Policy(exec_, 0, sn), compact);
       using Resolve = detail::SelectResolveCandidates<ExecSpace>;
       Resolve resolve{cand_value_, state_, static_cast<std::int64_t>(m), b1,
                       static_cast<std::uint32_t>(k_rem)};
-      Kokkos::parallel_for("omgs::select::resolve",
+      Kokkos::parallel_for(OMGS_LABEL("omgs::select::resolve"),
                            Kokkos::TeamPolicy<ExecSpace>(exec_, 1, Kokkos::AUTO)
                                .set_scratch_size(0, Kokkos::PerTeam(Resolve::scratch_bytes())),
                            resolve);
@@ -534,13 +560,13 @@ class TopkSelector {
       pick.state = state_;
       pick.out_index = sel_index_;
       pick.out_value = sel_value_;
-      Kokkos::parallel_scan("omgs::select::pick", Policy(exec_, 0, static_cast<std::int64_t>(m)),
-                            pick);
+      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::pick"),
+                            Policy(exec_, 0, static_cast<std::int64_t>(m)), pick);
       detail::SelectMerge<ExecSpace, Feedback> merge{sure_index_, sel_index_, sure_value_,
                                                      sel_value_,  above,      k_rem,
                                                      out_index,   out_value,  residual};
-      Kokkos::parallel_for("omgs::select::merge", Policy(exec_, 0, static_cast<std::int64_t>(k)),
-                           merge);
+      Kokkos::parallel_for(OMGS_LABEL("omgs::select::merge"),
+                           Policy(exec_, 0, static_cast<std::int64_t>(k)), merge);
     } else {
       // Slow path: the last two digits as full passes, then one full output scan.
       std::uint64_t above2 = 0, above3 = 0;
@@ -558,7 +584,7 @@ class TopkSelector {
       fin.ties = static_cast<std::uint32_t>(k_rem2 - above3);
       fin.out_index = out_index;
       fin.out_value = out_value;
-      Kokkos::parallel_scan("omgs::select::output", Policy(exec_, 0, sn), fin);
+      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::output"), Policy(exec_, 0, sn), fin);
     }
     result.selected = k;
     Kokkos::Profiling::popRegion();
@@ -576,8 +602,8 @@ class TopkSelector {
     if (league > static_cast<std::size_t>(max_league_)) league = max_league_;
     if (league < 1) league = 1;
     const std::size_t chunk = (n + league - 1) / league;
-    Kokkos::deep_copy(exec_, hist_, std::uint32_t(0));
-    if (count_nonfinite) Kokkos::deep_copy(exec_, nonfinite_, std::uint64_t(0));
+    detail::fill_zero(exec_, hist_);
+    if (count_nonfinite) detail::fill_zero(exec_, nonfinite_);
     using Hist = detail::SelectHistogram<ExecSpace, Feedback>;
     Hist f;
     f.src = src;
@@ -591,7 +617,7 @@ class TopkSelector {
     f.filter_value = filter_value;
     f.bins = bins;
     Kokkos::parallel_for(
-        "omgs::select::histogram",
+        OMGS_LABEL("omgs::select::histogram"),
         Kokkos::TeamPolicy<ExecSpace>(exec_, static_cast<int>(league), Kokkos::AUTO)
             .set_scratch_size(0, Kokkos::PerTeam(Hist::ScratchU32::shmem_size(bins))),
         f);

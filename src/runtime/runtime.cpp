@@ -367,7 +367,7 @@ class RuntimeImpl {
       Kokkos::View<std::uint32_t*, DeviceMemory> idx("omgs::calibrate::idx", n_max);
       Kokkos::View<float*, DeviceMemory> val("omgs::calibrate::val", n_max);
       Kokkos::parallel_for(
-          "omgs::calibrate::fill", Kokkos::RangePolicy<ExecSpace>(0, n_max),
+          OMGS_LABEL("omgs::calibrate::fill"), Kokkos::RangePolicy<ExecSpace>(0, n_max),
           KOKKOS_LAMBDA(const std::uint64_t i) {
             std::uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
             z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -597,7 +597,7 @@ void pack_pairs(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset
                 Kokkos::View<std::uint32_t*, DeviceMemory> idx,
                 Kokkos::View<float*, DeviceMemory> val, std::size_t k, bool failed) {
   Kokkos::parallel_for(
-      "omgs::runtime::pack", Kokkos::RangePolicy<ExecSpace>(0, k),
+      OMGS_LABEL("omgs::runtime::pack"), Kokkos::RangePolicy<ExecSpace>(0, k),
       KOKKOS_LAMBDA(const std::size_t i) {
         SparsePair p;
         p.index = failed ? failed_marker : idx(i);
@@ -611,7 +611,7 @@ int count_failed_blocks(Kokkos::View<SparsePair*, DeviceMemory> recv, std::size_
   int bad = 0;
   if (k == 0) return 0;
   Kokkos::parallel_reduce(
-      "omgs::runtime::check_markers", Kokkos::RangePolicy<ExecSpace>(0, ranks),
+      OMGS_LABEL("omgs::runtime::check_markers"), Kokkos::RangePolicy<ExecSpace>(0, ranks),
       KOKKOS_LAMBDA(const int r, int& acc) {
         if (recv(offset + static_cast<std::size_t>(r) * k).index == failed_marker) ++acc;
       },
@@ -623,9 +623,9 @@ void scatter_add(Kokkos::View<SparsePair*, DeviceMemory> recv, std::size_t recv_
                  std::size_t count, GradientView agg, std::size_t group_offset, std::size_t numel,
                  float scale) {
   auto out = Kokkos::subview(agg, std::make_pair(group_offset, group_offset + numel));
-  Kokkos::deep_copy(out, 0.0f);
+  fill_zero(ExecSpace(), out);
   Kokkos::parallel_for(
-      "omgs::runtime::scatter_add", Kokkos::RangePolicy<ExecSpace>(0, count),
+      OMGS_LABEL("omgs::runtime::scatter_add"), Kokkos::RangePolicy<ExecSpace>(0, count),
       KOKKOS_LAMBDA(const std::size_t i) {
         const SparsePair p = recv(recv_offset + i);
         Kokkos::atomic_add(&out(p.index), p.value * scale);
@@ -635,7 +635,7 @@ void scatter_add(Kokkos::View<SparsePair*, DeviceMemory> recv, std::size_t recv_
 void add_back(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset, std::size_t k,
               GradientView resid, std::size_t group_offset) {
   Kokkos::parallel_for(
-      "omgs::runtime::restore", Kokkos::RangePolicy<ExecSpace>(0, k),
+      OMGS_LABEL("omgs::runtime::restore"), Kokkos::RangePolicy<ExecSpace>(0, k),
       KOKKOS_LAMBDA(const std::size_t i) {
         const SparsePair p = send(offset + i);
         resid(group_offset + p.index) += p.value;
@@ -645,7 +645,7 @@ void add_back(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset, 
 }  // namespace
 
 void RuntimeImpl::sparsify(std::size_t g) {
-  Kokkos::Profiling::pushRegion("omgs::sparsify");
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::sparsify"));
   const double t0 = now_s();
   topk_start_s[g] = t0;
   const auto range = std::make_pair(group_offset[g], group_offset[g] + group_numel[g]);
@@ -662,7 +662,7 @@ void RuntimeImpl::sparsify(std::size_t g) {
   topk_end_s[g] = now_s();
   current.sparsify_s += topk_end_s[g] - t0;
   Kokkos::Profiling::popRegion();
-  Kokkos::Profiling::pushRegion("omgs::submit");
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::submit"));
   // Back-pressure: the queue holds every group, so this only spins if the progress thread
   // has not yet drained the previous iteration's items.
   const double deadline = now_s() + options.wait_timeout_s;
@@ -683,7 +683,7 @@ void RuntimeImpl::restore_own_selection(std::size_t g) {
 }
 
 void RuntimeImpl::aggregate(std::size_t g) {
-  Kokkos::Profiling::pushRegion("omgs::aggregate");
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::aggregate"));
   const double t0 = now_s();
   agg_start_s[g] = t0;
   scatter_add(recv, recv_offset[g], group_k[g] * static_cast<std::size_t>(size), agg,
@@ -705,7 +705,7 @@ Runtime::Runtime(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions op
     throw Error("omgs::Runtime: MPI must be initialized (and not finalized)");
   if (!Kokkos::is_initialized()) throw Error("omgs::Runtime: Kokkos must be initialized");
   if (comm == MPI_COMM_NULL) throw Error("omgs::Runtime: the communicator is MPI_COMM_NULL");
-  Kokkos::Profiling::pushRegion("omgs::init");
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::init"));
   auto& s = *impl_;
   MPI_Comm_dup(comm, &s.comm);
   MPI_Comm_rank(s.comm, &s.rank);
@@ -803,7 +803,7 @@ Status Runtime::ready(std::size_t l) noexcept {
     s.current = IterationStats{};
     s.iteration_start_s = std::isnan(s.begin_s) ? t_in : s.begin_s;
   }
-  Kokkos::Profiling::pushRegion("omgs::ready");
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::ready"));
   s.is_ready[l] = 1;
   ++s.ready_count;
   // The training code computed this layer between the previous ready() and this one.
@@ -847,13 +847,13 @@ IterationStats Runtime::finish() noexcept {
                                           " more) not ready; call ready() for them, then finish()");
     return r;
   }
-  Kokkos::Profiling::pushRegion("omgs::finish");
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::finish"));
   const double finish_start = detail::now_s();
   for (std::size_t g = 0; g < s.plan.groups.size(); ++g) {
     if (s.group_done[g]) continue;  // a retried finish() after a timeout
     const Group& gr = s.plan.groups[g];
     const double t0 = detail::now_s();
-    Kokkos::Profiling::pushRegion("omgs::finish::wait");
+    Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::finish::wait"));
     const WaitStatus w = s.engine->wait(static_cast<int>(g), s.options.wait_timeout_s);
     Kokkos::Profiling::popRegion();
     st.finish_wait_s += detail::now_s() - t0;
@@ -882,10 +882,10 @@ IterationStats Runtime::finish() noexcept {
       // MPI failed the collective (or it was never submitted): its pairs are not valid.
       // This rank's selection goes back into its residual, so nothing is lost.
       s.restore_own_selection(g);
-      Kokkos::deep_copy(
+      detail::fill_zero(
+          ExecSpace(),
           Kokkos::subview(s.agg,
-                          std::make_pair(s.group_offset[g], s.group_offset[g] + s.group_numel[g])),
-          0.0f);
+                          std::make_pair(s.group_offset[g], s.group_offset[g] + s.group_numel[g])));
       if (st.status == Status::ok) {
         st.status = Status::comm_failed;
         st.failed_group = static_cast<int>(g);
@@ -907,7 +907,7 @@ IterationStats Runtime::finish() noexcept {
       s.restore_own_selection(g);
       auto out = Kokkos::subview(
           s.agg, std::make_pair(s.group_offset[g], s.group_offset[g] + s.group_numel[g]));
-      Kokkos::deep_copy(out, 0.0f);
+      detail::fill_zero(ExecSpace(), out);
       if (st.status == Status::ok) {
         st.status = Status::nonfinite_gradient;
         st.failed_group = static_cast<int>(g);
@@ -1018,7 +1018,7 @@ void RuntimeImpl::finish_timeline() noexcept {
 /// Collective; every rank calls it at the same iteration. On failure `profiling` stays
 /// true and the layer-wise plan is kept.
 void RuntimeImpl::replan() noexcept {
-  Kokkos::Profiling::pushRegion("omgs::replan");
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::replan"));
   const std::size_t L = layers.size();
   const Plan previous = plan;
   try {
