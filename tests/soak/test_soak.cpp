@@ -1,0 +1,169 @@
+// Soak test: 10,000 iterations (OMGS_SOAK_ITERATIONS) of a runtime with random gradients.
+// Every iteration it checks that no gradient mass is lost: on each rank the new residual
+// plus what was sent equals the old residual plus the gradient, element by element and
+// bit for bit; over all ranks the aggregated gradient times P equals the sum of what every
+// rank sent. Over the run: ready() and finish() make no heap allocation, and the resident
+// memory stays flat. A hang fails the CTest timeout.
+#include <mpi.h>
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <omgs/runtime.hpp>
+
+#include "../runtime/runtime_test_support.hpp"
+#include "omgs_catch.hpp"
+
+// Counts operator new while enabled (not under ASan, which owns operator new).
+#if defined(__SANITIZE_ADDRESS__)
+#define OMGS_SOAK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OMGS_SOAK_ASAN 1
+#endif
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+namespace {
+std::atomic<bool> g_count{false};
+std::atomic<long> g_allocs{0};
+}  // namespace
+#ifndef OMGS_SOAK_ASAN
+void* operator new(std::size_t n) {
+  if (g_count.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+#endif
+
+namespace {
+
+using HostView = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+long rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * 4;  // 4 KiB pages
+}
+
+}  // namespace
+
+TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory flat", "[soak]") {
+  const int P = omgs_test::world_size();
+  const int rank = omgs_test::world_rank();
+  const char* env = std::getenv("OMGS_SOAK_ITERATIONS");
+  const int iterations = env != nullptr ? std::atoi(env) : 10000;
+  omgs::RuntimeOptions opt;
+  opt.density = 0.02;
+  opt.perf_model = "calibrate";
+  opt.planner = omgs::Planner::optimal;
+  const std::vector<omgs::LayerSpec> layers = {{"embed", 2048, 2e-4}, {"conv", 777, 1e-4},
+                                               {"bn", 16, 1e-6},      {"fc1", 3000, 3e-4},
+                                               {"fc2", 500, 5e-5},    {"out", 10, 1e-6}};
+  omgs::Runtime rt(MPI_COMM_WORLD, layers, opt);
+  const std::size_t L = layers.size();
+  std::size_t k_total = 0;
+  for (std::size_t g = 0; g < rt.plan().groups.size(); ++g) k_total += rt.group_k(g);
+
+  // Host copies, allocated once.
+  std::vector<std::vector<float>> grad(L), resid(L), resid_new(L), agg(L);
+  for (std::size_t l = 0; l < L; ++l) {
+    grad[l].resize(layers[l].numel);
+    resid[l].assign(layers[l].numel, 0.0f);
+    resid_new[l].resize(layers[l].numel);
+    agg[l].resize(layers[l].numel);
+  }
+  std::mt19937 rng(1000 + static_cast<unsigned>(rank));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  long rss_start = 0;
+  long allocs = 0;
+  std::size_t failures = 0;
+  for (int it = 0; it < iterations; ++it) {
+    if (it == iterations / 10) rss_start = rss_kib();
+    // Some iterations scale the gradient up or down by orders of magnitude.
+    const float scale = it % 97 == 0 ? 1e4f : (it % 89 == 0 ? 1e-4f : 1.0f);
+    for (std::size_t l = 0; l < L; ++l) {
+      for (float& x : grad[l]) x = nd(rng) * scale;
+      Kokkos::deep_copy(rt.gradient(l), HostView(grad[l].data(), grad[l].size()));
+    }
+    g_count.store(it >= 10);  // after the first iterations' one-time initializations
+    rt.begin_backward();
+    for (std::size_t l = L; l-- > 0;)
+      if (rt.ready(l) != omgs::Status::ok) ++failures;
+    const omgs::IterationStats st = rt.finish();
+    g_count.store(false);
+    allocs = g_allocs.load();
+    if (st.status != omgs::Status::ok) {
+      FAIL("iteration " << it << ": " << rt.last_error());
+    }
+    // Per rank, exact: each element was either kept (residual = old residual + gradient,
+    // as the float sum) or sent (residual 0, the sum went out). Exactly k per group sent.
+    double sent_sum = 0.0;
+    std::size_t sent = 0;
+    for (std::size_t l = 0; l < L; ++l) {
+      Kokkos::deep_copy(HostView(resid_new[l].data(), resid_new[l].size()), rt.residual(l));
+      Kokkos::deep_copy(HostView(agg[l].data(), agg[l].size()), rt.aggregated(l));
+      for (std::size_t i = 0; i < grad[l].size(); ++i) {
+        const float acc = resid[l][i] + grad[l][i];
+        if (acc == 0.0f) {  // kept or sent, no mass either way (exact cancellation)
+          if (resid_new[l][i] != 0.0f) ++failures;
+          continue;
+        }
+        if (resid_new[l][i] == acc) continue;
+        if (resid_new[l][i] == 0.0f) {
+          sent_sum += acc;
+          ++sent;
+          continue;
+        }
+        ++failures;  // neither kept nor sent: mass lost or invented
+      }
+      resid[l].swap(resid_new[l]);
+    }
+    // Exactly k per group, less any exact zeros among them.
+    if (sent > k_total) ++failures;
+    // All ranks: P * aggregated == the sum of every rank's sent values.
+    double agg_sum = 0.0;
+    for (std::size_t l = 0; l < L; ++l)
+      for (float a : agg[l]) agg_sum += static_cast<double>(a) * P;
+    double sums[2] = {sent_sum, std::fabs(sent_sum)}, global[2];
+    MPI_Allreduce(sums, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (std::fabs(agg_sum - global[0]) > 1e-5 * (global[1] + 1.0)) ++failures;
+    if (failures > 0) {
+      FAIL("iteration " << it << ": " << failures << " conservation failure(s); sent " << sent
+                        << " of k = " << k_total << ", P*aggregated " << agg_sum
+                        << " vs sent by all " << global[0]);
+    }
+  }
+  const long rss_end = rss_kib();
+  INFO("resident memory " << rss_start << " KiB at iteration " << iterations / 10 << ", " << rss_end
+                          << " KiB at the end");
+#ifndef OMGS_SOAK_ASAN
+  CHECK(allocs == 0);
+  CHECK(rss_end - rss_start < 4096);
+#endif
+  CHECK(rt.last_stats().iteration == static_cast<std::uint64_t>(iterations - 1));
+  if (rank == 0)
+    std::printf(
+        "soak: %d iterations on %d ranks, %ld heap allocations in ready/finish, RSS %ld -> %ld "
+        "KiB\n",
+        iterations, P, allocs, rss_start, rss_end);
+}
