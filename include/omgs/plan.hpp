@@ -28,8 +28,12 @@ struct LayerSpec {
 /// Longest layer name accepted (bytes).
 inline constexpr std::size_t max_layer_name_bytes = 1024;
 
+/// Largest total number of gradient elements of a model (2^53, 36 PB of floats): every sum
+/// of numel fits uint64 and converts to double exactly.
+inline constexpr std::uint64_t max_total_numel = std::uint64_t{1} << 53;
+
 /// Throws omgs::Error naming the first bad layer: empty list, empty / too long / duplicate
-/// name, numel == 0, negative or non-finite backward time.
+/// name, numel == 0, total numel above max_total_numel, negative or non-finite backward time.
 OMGS_EXPORT void validate_layers(const std::vector<LayerSpec>& layers);
 
 /// k = ceil(density * numel), the number of entries top-k keeps, clamped to [1, numel] for

@@ -19,6 +19,7 @@ void validate_layers(const std::vector<LayerSpec>& layers) {
     throw Error("omgs: the layer list is empty (at least one gradient tensor is needed)");
   std::unordered_map<std::string, std::size_t> seen;
   seen.reserve(layers.size());
+  std::uint64_t total = 0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
     if (l.name.empty()) throw Error("omgs: " + layer_label(layers, i) + " has an empty name");
@@ -27,6 +28,12 @@ void validate_layers(const std::vector<LayerSpec>& layers) {
                   std::to_string(l.name.size()) + " bytes (at most " +
                   std::to_string(max_layer_name_bytes) + ")");
     if (l.numel == 0) throw Error("omgs: " + layer_label(layers, i) + " has numel 0 (must be > 0)");
+    // Every sum of numel (groups, the model) then fits uint64 and converts to double exactly.
+    if (l.numel > max_total_numel - total)
+      throw Error("omgs: " + layer_label(layers, i) +
+                  " brings the model's total numel above 2^53 = " +
+                  std::to_string(max_total_numel) + " elements");
+    total += l.numel;
     if (!std::isfinite(l.backward_s) || l.backward_s < 0.0)
       throw Error("omgs: " + layer_label(layers, i) + " has backward_s " +
                   std::to_string(l.backward_s) + " (must be finite and >= 0)");

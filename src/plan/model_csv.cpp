@@ -41,8 +41,10 @@ std::uint64_t parse_numel(const std::string& text, const std::string& source, st
   errno = 0;
   char* end = nullptr;
   const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (errno == ERANGE || v > (std::uint64_t{1} << 62))
-    fail(source, line, "field 'numel': " + text + " is too large");
+  if (errno == ERANGE || v > max_total_numel)
+    fail(source, line,
+         "field 'numel': " + text +
+             " is too large (at most 2^53 = " + std::to_string(max_total_numel) + ")");
   if (v == 0) fail(source, line, "field 'numel': 0 (a tensor must have at least one element)");
   return v;
 }
@@ -51,7 +53,9 @@ double parse_seconds(const std::string& text, const std::string& source, std::si
   errno = 0;
   char* end = nullptr;
   const double v = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE)
+  // ERANGE with a finite result is an underflow to a tiny (subnormal or zero) time: fine.
+  if (text.empty() || end != text.c_str() + text.size() ||
+      (errno == ERANGE && !(std::fabs(v) < 1.0)))
     fail(source, line, "field 'backward_s': '" + text + "' is not a number");
   if (!std::isfinite(v)) fail(source, line, "field 'backward_s': '" + text + "' is not finite");
   if (v < 0.0) fail(source, line, "field 'backward_s': " + text + " is negative");
@@ -68,6 +72,8 @@ std::vector<LayerSpec> parse_model_csv(std::istream& in, const std::string& sour
   bool header_seen = false;
   while (std::getline(in, raw)) {
     ++line;
+    // A UTF-8 byte order mark (spreadsheet exports) is not part of the header.
+    if (line == 1 && raw.compare(0, 3, "\xEF\xBB\xBF") == 0) raw.erase(0, 3);
     const std::string text = trim(raw);
     if (text.empty() || text[0] == '#') continue;
     const std::vector<std::string> fields = split_commas(text);

@@ -60,3 +60,14 @@ TEST_CASE("validate_density accepts exactly (0, 1]", "[plan][layers]") {
   CHECK_THROWS_AS(omgs::validate_density(1.0000001), omgs::Error);
   CHECK_THROWS_AS(omgs::validate_density(std::nan("")), omgs::Error);
 }
+
+TEST_CASE("validate_layers bounds the total element count (no uint64 wrap-around)",
+          "[plan][layers]") {
+  const std::uint64_t half = omgs::max_total_numel / 2;
+  CHECK_NOTHROW(omgs::validate_layers({{"a", half, 0.0}, {"b", half, 0.0}}));
+  CHECK_THROWS_WITH(omgs::validate_layers({{"a", half, 0.0}, {"b", half, 0.0}, {"c", 1, 0.0}}),
+                    Catch::Contains("layer 2 'c' brings the model's total numel above 2^53"));
+  // The reference model's size product stays exact: allgather time grows with the size.
+  omgs::ReferenceModel ref;
+  CHECK(ref.allgather_s(omgs::max_total_numel, 16, 0.001) > ref.allgather_s(1, 16, 0.001));
+}

@@ -59,3 +59,23 @@ TEST_CASE("model CSV: the bundled models load", "[plan][csv]") {
   }
   CHECK_THROWS_WITH(omgs::load_model_csv("/nonexistent.csv"), Catch::Contains("cannot open"));
 }
+
+TEST_CASE("model CSV: byte order mark, tiny times, the 2^53 element limit (fuzzer finds)",
+          "[plan][csv]") {
+  {
+    std::istringstream in("\xEF\xBB\xBFname,numel,backward_s\na,4,1e-310\n");
+    const auto layers = omgs::parse_model_csv(in, "m.csv");
+    REQUIRE(layers.size() == 1);
+    CHECK(layers[0].backward_s > 0.0);
+    CHECK(layers[0].backward_s < 1e-300);
+  }
+  const std::string h = "name,numel,backward_s\n";
+  CHECK(error_of(h + "a,9007199254740993,0\n").find("m.csv:2: field 'numel'") == 0);
+  // Four tensors of 2^62 elements made the group sums wrap to 0 before the limit existed.
+  CHECK(error_of(h + "a,4611686018427387904,0\nb,4611686018427387904,0\n").find("too large") !=
+        std::string::npos);
+  // Each within the limit, the sum not: the layer that crosses it is named.
+  CHECK(
+      error_of(h + "a,9007199254740992,0\nb,1,0\n").find("layer 1 'b' brings the model's total") !=
+      std::string::npos);
+}
