@@ -18,31 +18,7 @@ omgs_log() { printf '[omgs] %s\n' "$*" >&2; }
 # Installs the missing packages with apt when run as root; otherwise prints the exact
 # command and stops.
 omgs_ensure_packages() {
-  if ! command -v dpkg-query >/dev/null 2>&1; then
-    omgs_log "not a Debian/Ubuntu system: make sure Kokkos, Kokkos Kernels, MPI, hwloc and Catch2 are installed (see README.md, Spack)"
-    return 0
-  fi
-  local missing=()
-  local p
-  for p in "${OMGS_APT_PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-      missing+=("$p")
-    fi
-  done
-  if [ "${#missing[@]}" -eq 0 ]; then
-    return 0
-  fi
-  if [ "$(id -u)" -eq 0 ]; then
-    omgs_log "installing: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  else
-    omgs_log "missing packages: ${missing[*]}"
-    omgs_log "install them with:"
-    printf '  sudo apt-get install -y %s\n' "${missing[*]}" >&2
-    exit 1
-  fi
+  omgs_ensure_apt_packages "${OMGS_APT_PACKAGES[@]}"
 }
 
 omgs_jobs() {
@@ -62,4 +38,34 @@ omgs_build() {
   }
   omgs_log "building with $(omgs_jobs) jobs"
   cmake --build "$dir" -j "$(omgs_jobs)"
+}
+
+# omgs_ensure_apt_packages PACKAGE...: installs those of the packages that are missing
+# (scripts/fuzz.sh uses it for clang and its libFuzzer runtime).
+omgs_ensure_apt_packages() {
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    omgs_log "not a Debian/Ubuntu system: make sure these are installed: $*"
+    return 0
+  fi
+  local missing=()
+  local p
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    return 0
+  fi
+  if [ "$(id -u)" -eq 0 ]; then
+    omgs_log "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    omgs_log "missing packages: ${missing[*]}"
+    omgs_log "install them with:"
+    printf '  sudo apt-get install -y %s\n' "${missing[*]}" >&2
+    exit 1
+  fi
 }
