@@ -91,6 +91,7 @@ enum class Status : std::uint8_t {
   nonfinite_gradient,  ///< a rank's group held NaN/Inf: the step is skipped on every rank
   comm_failed,         ///< the collective did not complete (timeout, MPI error)
   plan_failed,         ///< planning from the measured backward times failed (layer-wise kept)
+  concurrent_call,     ///< ready/finish entered from a second thread meanwhile (ignored)
 };
 OMGS_EXPORT const char* to_string(Status status) noexcept;
 

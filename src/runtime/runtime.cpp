@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -10,6 +11,8 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+
+#include <unistd.h>
 
 #include <omgs/runtime.hpp>
 #include <omgs/select.hpp>
@@ -34,6 +37,8 @@ const char* to_string(Status status) noexcept {
       return "communication failed";
     case Status::plan_failed:
       return "planning from the measured backward times failed";
+    case Status::concurrent_call:
+      return "called from two threads at once (ready/finish must be serialized)";
   }
   return "unknown status";
 }
@@ -187,6 +192,20 @@ std::string trace_file(const std::string& path, int rank, int size) {
   return out.insert(dot, "." + std::to_string(rank));
 }
 
+/// Marks a per-iteration call as running; a second thread entering meanwhile is refused
+/// (Status::concurrent_call) instead of corrupting the iteration's state.
+struct CallGuard {
+  std::atomic<int>& flag;
+  bool ok;
+  explicit CallGuard(std::atomic<int>& f) noexcept
+      : flag(f), ok(f.exchange(1, std::memory_order_acquire) == 0) {}
+  ~CallGuard() {
+    if (ok) flag.store(0, std::memory_order_release);
+  }
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+};
+
 enum class TraceKind : std::uint8_t { backward, sparsify, queue, allgather, aggregate, wait };
 const char* trace_name(TraceKind k) {
   switch (k) {
@@ -279,6 +298,8 @@ class RuntimeImpl {
     }
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
+
+  std::atomic<int> in_call{0};  // ready / finish / begin_backward running (CallGuard)
 
   void record(TraceKind kind, int group, double t0, double t1) noexcept {
     if (trace.empty()) return;
@@ -481,6 +502,37 @@ class RuntimeImpl {
     bwd_count.assign(L, 0);
   }
 
+  /// Before anything is allocated: every group must fit 32-bit indices, and on host
+  /// back-ends the buffers must fit this node's physical memory (a clear error instead of
+  /// an allocation failure or the OOM killer). Throws omgs::Error naming the group / sizes.
+  void check_sizes() const {
+    std::uint64_t total = 0, pairs = 0, max_n = 0;
+    for (const LayerSpec& l : layers) total += l.numel;  // <= 2^53 (validate_layers)
+    for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+      const Group& gr = plan.groups[g];
+      if (gr.numel > Selector::max_supported_n)
+        throw Error("omgs: group " + std::to_string(g) + " (layers '" + layers[gr.end - 1].name +
+                    "' .. '" + layers[gr.begin].name + "') has " + std::to_string(gr.numel) +
+                    " elements, more than 32-bit indices address (" +
+                    std::to_string(Selector::max_supported_n) +
+                    "); use a planner that makes smaller groups (threshold, layerwise)");
+      pairs += selected_count(gr.numel, options.density) * (1 + static_cast<std::uint64_t>(size));
+      max_n = std::max<std::uint64_t>(max_n, gr.numel);
+    }
+    // gradient + residual + aggregated, the pairs, the selector's candidate buffers.
+    const double bytes = 12.0 * static_cast<double>(total) + 8.0 * static_cast<double>(pairs) +
+                         16.0 * static_cast<double>(std::max<std::uint64_t>(max_n / 8, 16384));
+    if (std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {
+      const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+      const double physical = pages > 0 && page > 0 ? static_cast<double>(pages) * page : 0.0;
+      if (physical > 0 && bytes > physical)
+        throw Error("omgs: the runtime's buffers for " + std::to_string(total) +
+                    " gradient elements need " + std::to_string(bytes / 1e9) +
+                    " GB on this rank, more than this node's physical memory (" +
+                    std::to_string(physical / 1e9) + " GB)");
+    }
+  }
+
   /// Everything that depends on the plan: per-group offsets, send / receive pairs, the
   /// selector. Called at construction and once more after profiling.
   void allocate_groups() {
@@ -493,11 +545,6 @@ class RuntimeImpl {
     std::size_t max_n = 1, max_k = 1, send_total = 0, recv_total = 0;
     for (std::size_t g = 0; g < G; ++g) {
       const Group& gr = plan.groups[g];
-      if (gr.numel > Selector::max_supported_n)
-        throw Error("omgs: group " + std::to_string(g) + " (layers " + layers[gr.end - 1].name +
-                    " .. " + layers[gr.begin].name + ") has " + std::to_string(gr.numel) +
-                    " elements, more than 32-bit indices address; use a planner that makes "
-                    "smaller groups");
       group_offset.push_back(layer_offset[gr.begin]);
       group_numel.push_back(gr.numel);
       group_k.push_back(selected_count(gr.numel, options.density));
@@ -585,6 +632,7 @@ class RuntimeImpl {
     return s;
   }
 
+  Status ready(std::size_t l) noexcept;
   void sparsify(std::size_t g);
   void aggregate(std::size_t g);
   void restore_own_selection(std::size_t g);
@@ -754,8 +802,15 @@ Runtime::Runtime(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions op
   s.plan =
       make_plan(s.profiling ? Planner::layerwise : s.options.planner, s.layers, *s.model, config);
   s.check_plan();
-  s.allocate_layers();
-  s.allocate_groups();
+  // A rank that cannot allocate must not leave the others in the engine's collectives.
+  try {
+    s.check_sizes();
+    s.allocate_layers();
+    s.allocate_groups();
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  detail::agree(s.comm, s.rank, err);
   s.start_engine();
   if (!trace_path.empty()) {
     s.trace.resize(std::max<std::size_t>(s.options.trace_max_events, 1));
@@ -785,12 +840,20 @@ ConstGradientView Runtime::residual(std::size_t l) const {
 
 void Runtime::begin_backward() noexcept {
   auto& s = *impl_;
+  detail::CallGuard guard(s.in_call);
+  if (!guard.ok) return;
   s.begin_s = detail::now_s();
   s.last_return_s = s.begin_s;
 }
 
 Status Runtime::ready(std::size_t l) noexcept {
-  auto& s = *impl_;
+  detail::CallGuard guard(impl_->in_call);
+  if (!guard.ok) return Status::concurrent_call;
+  return impl_->ready(l);
+}
+
+Status detail::RuntimeImpl::ready(std::size_t l) noexcept {
+  auto& s = *this;
   const double t_in = detail::now_s();
   if (l >= s.layers.size())
     return s.fail(Status::unknown_layer, "omgs: ready(" + std::to_string(l) + "): there are only " +
@@ -818,19 +881,27 @@ Status Runtime::ready(std::size_t l) noexcept {
 
 Status Runtime::ready(std::size_t l, const ConstGradientView& grad) noexcept {
   auto& s = *impl_;
-  if (l >= s.layers.size()) return ready(l);
+  detail::CallGuard guard(s.in_call);
+  if (!guard.ok) return Status::concurrent_call;
+  if (l >= s.layers.size()) return s.ready(l);
   if (grad.extent(0) != s.layers[l].numel)
     return s.fail(Status::shape_mismatch,
                   "omgs: ready(" + std::to_string(l) + ", view): layer '" + s.layers[l].name +
                       "' has " + std::to_string(s.layers[l].numel) + " elements, the view " +
                       std::to_string(grad.extent(0)));
-  if (s.is_ready[l]) return ready(l);
-  Kokkos::deep_copy(gradient(l), grad);
-  return ready(l);
+  if (s.is_ready[l]) return s.ready(l);
+  Kokkos::deep_copy(s.layer_slice(s.grad, l, "ready"), grad);
+  return s.ready(l);
 }
 
 IterationStats Runtime::finish() noexcept {
   auto& s = *impl_;
+  detail::CallGuard guard(s.in_call);
+  if (!guard.ok) {
+    IterationStats r;
+    r.status = Status::concurrent_call;
+    return r;
+  }
   IterationStats& st = s.current;
   if (s.ready_count < s.layers.size()) {
     std::size_t missing = s.layers.size();
@@ -1053,8 +1124,14 @@ void RuntimeImpl::replan() noexcept {
     }
     agree(comm, rank, err);
     check_plan();
+    try {
+      check_sizes();
+      allocate_groups();
+    } catch (const Error& e) {
+      err = e.what();
+    }
+    agree(comm, rank, err);
     layers = std::move(measured_layers);
-    allocate_groups();
     start_engine();
     profiling = false;
   } catch (const std::exception& e) {

@@ -248,3 +248,28 @@ TEST_CASE("a collective completed in error fails that rank's group and keeps its
   }
   omgs_fault_reset();
 }
+
+TEST_CASE("ready() from a second thread while finish() runs is refused, not corrupting",
+          "[faults][threads]") {
+  const int P = world_size();
+  if (P < 2) return;
+  omgs::RuntimeOptions opt = options(omgs::Planner::layerwise);
+  omgs::Runtime rt(MPI_COMM_WORLD, layers(), opt);
+  MPI_Barrier(MPI_COMM_WORLD);
+  write_gradients(rt, 0);
+  if (world_rank() == P - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // keeps finish() waiting
+    ready_all(rt);
+    REQUIRE(rt.finish().status == omgs::Status::ok);
+  } else {
+    ready_all(rt);
+    omgs::IterationStats st;
+    std::thread finisher([&] { st = rt.finish(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(rt.ready(0) == omgs::Status::concurrent_call);
+    CHECK(rt.finish().status == omgs::Status::concurrent_call);
+    finisher.join();
+    REQUIRE(st.status == omgs::Status::ok);
+  }
+  check_mean(rt, 0);
+}

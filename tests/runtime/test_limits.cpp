@@ -1,0 +1,42 @@
+// Sizes the runtime cannot serve fail at construction, on every rank, with a message that
+// names the group or the memory needed, before any allocation is attempted.
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include <omgs/runtime.hpp>
+
+#include "omgs_catch.hpp"
+
+TEST_CASE("a group beyond 32-bit indices is named; a model beyond memory is refused",
+          "[runtime][limits]") {
+  // 64 layers of 2^32 - 1 elements: each fits the index type, together 3.3 TB of buffers.
+  std::vector<omgs::LayerSpec> huge;
+  for (int i = 0; i < 64; ++i)
+    huge.push_back({"w" + std::to_string(i), (std::uint64_t{1} << 32) - 1, 1e-3});
+  omgs::RuntimeOptions opt;
+  opt.perf_model = "calibrate";
+  opt.planner = omgs::Planner::single;
+  CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, huge, opt),
+                    Catch::Contains("more than 32-bit indices address") &&
+                        Catch::Contains("group 0 (layers 'w63' .. 'w0')"));
+  opt.planner = omgs::Planner::layerwise;
+  if (std::is_same<omgs::DeviceMemory, Kokkos::HostSpace>::value) {
+    CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, huge, opt),
+                      Catch::Contains("more than this node's physical memory"));
+  }
+}
+
+TEST_CASE("density so small that k would be 0 sends one entry per group", "[runtime][limits]") {
+  omgs::RuntimeOptions opt;
+  opt.perf_model = "calibrate";
+  opt.density = 1e-12;
+  opt.planner = omgs::Planner::layerwise;
+  omgs::Runtime rt(MPI_COMM_WORLD, {{"a", 100, 1e-4}, {"b", 7, 1e-4}}, opt);
+  CHECK(rt.group_k(0) == 1);
+  CHECK(rt.group_k(1) == 1);
+  REQUIRE(rt.ready(1) == omgs::Status::ok);
+  REQUIRE(rt.ready(0) == omgs::Status::ok);
+  CHECK(rt.finish().status == omgs::Status::ok);
+}
