@@ -162,10 +162,12 @@ std::string find_model(const std::string& name, const char* argv0) {
   return name;  // load_model_csv names it in its error
 }
 
-// ---------------------------------------------------------------------------------------
+}  // namespace
+
 // The emulated backward: a kernel that writes the gradient (a hash of rank, iteration,
-// layer and index, centred on 0) after `reps` rounds of arithmetic per element.
-// ---------------------------------------------------------------------------------------
+// layer and index, centred on 0) after `reps` rounds of arithmetic per element. In a named
+// namespace: CUDA's extended lambdas need an enclosing function with external linkage.
+namespace omgs_train {
 
 void emulate_layer(const omgs::GradientView& grad, std::uint64_t seed, int reps) {
   Kokkos::parallel_for(
@@ -181,6 +183,12 @@ void emulate_layer(const omgs::GradientView& grad, std::uint64_t seed, int reps)
         grad(i) = acc;
       });
 }
+
+}  // namespace omgs_train
+
+namespace {
+
+using omgs_train::emulate_layer;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
