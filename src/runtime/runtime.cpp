@@ -638,8 +638,9 @@ class RuntimeImpl {
   void restore_own_selection(std::size_t g);
 };
 
-// Device kernels as free functions (no lambdas in member functions, for CUDA).
-namespace {
+// Device kernels as free functions with external linkage: CUDA's extended lambdas may not
+// sit in member functions or in functions with internal linkage (an anonymous namespace).
+namespace kernels {
 
 void pack_pairs(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset,
                 Kokkos::View<std::uint32_t*, DeviceMemory> idx,
@@ -690,7 +691,7 @@ void add_back(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset, 
       });
 }
 
-}  // namespace
+}  // namespace kernels
 
 void RuntimeImpl::sparsify(std::size_t g) {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::sparsify"));
@@ -705,7 +706,7 @@ void RuntimeImpl::sparsify(std::size_t g) {
     failed_here[g] = 1;
     current.nonfinite += r.nonfinite;
   }
-  pack_pairs(send, send_offset[g], sel_index, sel_value, group_k[g], failed);
+  kernels::pack_pairs(send, send_offset[g], sel_index, sel_value, group_k[g], failed);
   ExecSpace().fence();  // the pairs are complete before MPI sees them
   topk_end_s[g] = now_s();
   current.sparsify_s += topk_end_s[g] - t0;
@@ -727,15 +728,15 @@ void RuntimeImpl::sparsify(std::size_t g) {
 
 void RuntimeImpl::restore_own_selection(std::size_t g) {
   if (failed_here[g]) return;  // select left this rank's residual untouched
-  add_back(send, send_offset[g], group_k[g], resid, group_offset[g]);
+  kernels::add_back(send, send_offset[g], group_k[g], resid, group_offset[g]);
 }
 
 void RuntimeImpl::aggregate(std::size_t g) {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::aggregate"));
   const double t0 = now_s();
   agg_start_s[g] = t0;
-  scatter_add(recv, recv_offset[g], group_k[g] * static_cast<std::size_t>(size), agg,
-              group_offset[g], group_numel[g], 1.0f / static_cast<float>(size));
+  kernels::scatter_add(recv, recv_offset[g], group_k[g] * static_cast<std::size_t>(size), agg,
+                       group_offset[g], group_numel[g], 1.0f / static_cast<float>(size));
   current.bytes_received += group_k[g] * static_cast<std::size_t>(size) * sizeof(SparsePair);
   agg_end_s[g] = now_s();  // launched (complete on host back-ends; finish() fences once)
   current.aggregate_s += agg_end_s[g] - t0;
@@ -971,7 +972,8 @@ IterationStats Runtime::finish() noexcept {
       }
       continue;
     }
-    const int bad = detail::count_failed_blocks(s.recv, s.recv_offset[g], s.group_k[g], s.size);
+    const int bad =
+        detail::kernels::count_failed_blocks(s.recv, s.recv_offset[g], s.group_k[g], s.size);
     if (bad > 0) {
       // Some rank could not contribute: no rank applies this group; healthy ranks keep their
       // selection in the residual, so no gradient mass is lost.
