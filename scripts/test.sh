@@ -1,36 +1,75 @@
 #!/usr/bin/env bash
 # Builds omgs and runs the whole test suite through CTest (MPI tests under mpiexec).
 #
-#   ./scripts/test.sh                       plain RelWithDebInfo build in build/
-#   ./scripts/test.sh --sanitize address,undefined [ctest args]   ASan+UBSan build in build-asan/
-#   ./scripts/test.sh --sanitize thread -L threads                  TSan build in build-tsan/
+#   ./scripts/test.sh                                   plain RelWithDebInfo build in build/
+#   ./scripts/test.sh --sanitize address,undefined      ASan+UBSan build in build-asan/
+#   ./scripts/test.sh --sanitize thread -L threads      TSan build in build-tsan/ (threaded tests)
+#   ./scripts/test.sh --mpi mpich --shared              MPICH, shared libomgs, in build-mpich-shared/
 #
-# Missing Debian/Ubuntu packages are installed with apt when run as root (otherwise the
-# apt command is printed). Extra arguments go to ctest.
+# Options come first; anything after them goes to ctest. Missing Debian/Ubuntu packages
+# are installed with apt when run as root (otherwise the apt command is printed).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 sanitize=""
-if [ "${1:-}" = "--sanitize" ]; then
-  sanitize="${2:?--sanitize needs a list, e.g. address,undefined}"
-  shift 2
-fi
+mpi=""
+shared=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize)
+      sanitize="${2:?--sanitize needs a list, e.g. address,undefined}"
+      shift 2
+      ;;
+    --mpi)
+      mpi="${2:?--mpi needs openmpi or mpich}"
+      shift 2
+      ;;
+    --shared)
+      shared=1
+      shift
+      ;;
+    *) break ;;
+  esac
+done
 
 omgs_ensure_packages
+args=(-DOMGS_ENABLE_TESTS=ON)
+suffix=""
+case "$mpi" in
+  "" | openmpi) ;;
+  mpich)
+    omgs_ensure_apt_packages libmpich-dev mpich
+    # Both MPIs can be installed side by side: name MPICH's wrappers and launcher.
+    args+=(-DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich
+      "-DMPIEXEC_EXECUTABLE=$(command -v mpiexec.mpich)")
+    suffix="$suffix-mpich"
+    ;;
+  *)
+    omgs_log "--mpi: '$mpi' is not openmpi or mpich"
+    exit 2
+    ;;
+esac
+if [ "$shared" -eq 1 ]; then
+  args+=(-DBUILD_SHARED_LIBS=ON)
+  suffix="$suffix-shared"
+fi
+
 cd "$OMGS_ROOT"
 if [ -z "$sanitize" ]; then
-  dir="$OMGS_ROOT/build"
-  omgs_build "$dir" -DOMGS_ENABLE_TESTS=ON -DOMGS_ENABLE_BENCHMARKS=ON -DOMGS_ENABLE_WARNINGS_AS_ERRORS=ON
+  dir="$OMGS_ROOT/build$suffix"
+  omgs_build "$dir" "${args[@]}" -DOMGS_ENABLE_BENCHMARKS=ON -DOMGS_ENABLE_WARNINGS_AS_ERRORS=ON
 else
   case "$sanitize" in
-    thread) dir="$OMGS_ROOT/build-tsan" ;;
-    *) dir="$OMGS_ROOT/build-asan" ;;
+    thread) dir="$OMGS_ROOT/build-tsan$suffix" ;;
+    *) dir="$OMGS_ROOT/build-asan$suffix" ;;
   esac
-  omgs_build "$dir" -DOMGS_SANITIZE="$sanitize" -DOMGS_ENABLE_TESTS=ON -DOMGS_ENABLE_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=Debug
+  omgs_build "$dir" "${args[@]}" -DOMGS_SANITIZE="$sanitize" -DOMGS_ENABLE_BENCHMARKS=OFF \
+    -DCMAKE_BUILD_TYPE=Debug
   # Open MPI's own allocations are reported as leaks at exit; they are not omgs'.
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+  # tests/tsan.supp names the reports inside Open MPI that are suppressed, and why.
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0:suppressions=$OMGS_ROOT/tests/tsan.supp}"
 fi
 cd "$dir"
 ctest --output-on-failure -j "$(omgs_jobs)" "$@"

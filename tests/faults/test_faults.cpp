@@ -69,12 +69,15 @@ void ready_all(omgs::Runtime& rt) {
   for (std::size_t l = rt.num_layers(); l-- > 0;) REQUIRE(rt.ready(l) == omgs::Status::ok);
 }
 
-/// finish() until it stops timing out (at most `tries`); returns the final stats.
-omgs::IterationStats finish_retrying(omgs::Runtime& rt, int tries, int* timeouts) {
+/// finish() until it stops timing out (at most `tries`); returns the final stats and the
+/// watchdog's first diagnosis (later ones may find the stalled rank already caught up).
+omgs::IterationStats finish_retrying(omgs::Runtime& rt, int tries, int* timeouts,
+                                     omgs::Diagnosis* first = nullptr) {
   omgs::IterationStats st;
   for (int i = 0; i < tries; ++i) {
     st = rt.finish();
     if (st.status != omgs::Status::comm_failed || rt.last_diagnosis().group < 0) return st;
+    if (*timeouts == 0 && first != nullptr) *first = rt.last_diagnosis();
     ++*timeouts;
   }
   return st;
@@ -157,13 +160,13 @@ TEST_CASE("a rank that stops participating is named by the watchdog; finish() re
     if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // stuck in "compute"
     ready_all(rt);
     int timeouts = 0;
-    const omgs::IterationStats st = finish_retrying(rt, 60, &timeouts);
+    omgs::Diagnosis d;
+    const omgs::IterationStats st = finish_retrying(rt, 200, &timeouts, &d);
     REQUIRE(st.status == omgs::Status::ok);
     check_mean(rt, 0);
     if (!slow) {
       // The first timeout named the slow rank, and nobody else.
       CHECK(timeouts >= 1);
-      const omgs::Diagnosis& d = rt.last_diagnosis();
       CHECK(d.group == 0);
       REQUIRE(d.lagging.size() == 1);
       CHECK(d.lagging[0] == P - 1);
@@ -179,10 +182,11 @@ TEST_CASE("a rank that stops participating is named by the watchdog; finish() re
       }
       CHECK(rt.last_error().find("call finish() again") != std::string::npos);
     }
-    // The next iteration is normal.
+    // The next iteration is normal (retried only if a slow machine needs more than 0.3 s).
     write_gradients(rt, 1);
     ready_all(rt);
-    REQUIRE(rt.finish().status == omgs::Status::ok);
+    int more = 0;
+    REQUIRE(finish_retrying(rt, 200, &more).status == omgs::Status::ok);
     check_mean(rt, 1);
   }
 }
@@ -200,11 +204,11 @@ TEST_CASE("a rank whose posts keep failing is named with its MPI error; recovery
   write_gradients(rt, 0);
   ready_all(rt);
   int timeouts = 0;
-  const omgs::IterationStats st = finish_retrying(rt, 60, &timeouts);
+  omgs::Diagnosis d;
+  const omgs::IterationStats st = finish_retrying(rt, 200, &timeouts, &d);
   REQUIRE(st.status == omgs::Status::ok);
   check_mean(rt, 0);
   CHECK(timeouts >= 1);
-  const omgs::Diagnosis& d = rt.last_diagnosis();
   REQUIRE(d.lagging.size() == 1);
   CHECK(d.lagging[0] == P - 1);
   CHECK(d.peers[static_cast<std::size_t>(P - 1)].post_errors > 0);
