@@ -22,6 +22,8 @@ const char* to_string(TopkStatus status) noexcept {
   return "unknown status";
 }
 
-template class OMGS_EXPORT TopkSelector<Kokkos::DefaultExecutionSpace>;
+// Exported by the attribute on the extern template declaration in the header (GCC ignores
+// one repeated here, with a warning).
+template class TopkSelector<Kokkos::DefaultExecutionSpace>;
 
 }  // namespace omgs
