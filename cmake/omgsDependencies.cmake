@@ -13,6 +13,7 @@ endfunction()
 omgs_find_kokkos()
 
 set(MPI_CXX_SKIP_MPICXX ON)
+set(MPI_DETERMINE_LIBRARY_VERSION ON)  # recorded in omgsConfig.cmake (consumers' MPI check)
 find_package(MPI COMPONENTS C CXX QUIET)
 if(NOT MPI_C_FOUND OR NOT MPI_CXX_FOUND)
   omgs_missing("MPI (C and C++)" "libopenmpi-dev openmpi-bin" "openmpi")

@@ -28,6 +28,13 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/models/ DESTINATION ${CMAKE_INS
   FILES_MATCHING PATTERN "*.csv" PATTERN "*.md" PATTERN "*.py")
 
 install(EXPORT omgsTargets NAMESPACE omgs:: DESTINATION ${OMGS_INSTALL_CMAKEDIR})
+# Which MPI this omgs was built with (omgsConfig.cmake makes consumers use the same one).
+set(OMGS_MPI_VENDOR "")
+foreach(_v "Open MPI" "MVAPICH" "Intel" "Cray" "MPICH")  # derived ones before MPICH
+  if(MPI_CXX_LIBRARY_VERSION_STRING MATCHES "${_v}" AND NOT OMGS_MPI_VENDOR)
+    set(OMGS_MPI_VENDOR "${_v}")
+  endif()
+endforeach()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/omgsConfig.cmake.in
   ${PROJECT_BINARY_DIR}/omgsConfig.cmake
   INSTALL_DESTINATION ${OMGS_INSTALL_CMAKEDIR})
@@ -87,5 +94,10 @@ else()
 endif()
 set(OMGS_PC_CFLAGS "${_pc_cflags}")
 set(OMGS_PC_LIBS "${_pc_libs}")
+# A shared libomgs is found at run time without LD_LIBRARY_PATH (${libdir} is the
+# relocatable prefix the .pc file sits in when the consumer is built).
+if(BUILD_SHARED_LIBS)
+  set(OMGS_PC_LIBS "-Wl,-rpath,\${libdir} ${OMGS_PC_LIBS}")
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/omgs.pc.in ${PROJECT_BINARY_DIR}/omgs.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/omgs.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
