@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-/* Return codes. 0..7 mirror omgs::Status (per-iteration outcomes); the others are C API
+/* Return codes. 0..8 mirror omgs::Status (per-iteration outcomes); the others are C API
  * errors. */
 enum {
   OMGS_OK = 0,
@@ -46,6 +46,7 @@ enum {
   OMGS_NONFINITE_GRADIENT = 5,
   OMGS_COMM_FAILED = 6,
   OMGS_PLAN_FAILED = 7,
+  OMGS_CONCURRENT_CALL = 8,
   OMGS_ERROR_INVALID_ARGUMENT = 100, /* a NULL pointer or bad value given to the C API */
   OMGS_ERROR_SETUP = 101,            /* omgs_create failed (omgs::Error): see omgs_last_error */
   OMGS_ERROR_INTERNAL = 102          /* an unexpected exception (e.g. out of memory) */

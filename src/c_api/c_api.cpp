@@ -62,6 +62,12 @@ const float* layer_pointer(const omgs_runtime* rt, size_t layer, size_t* numel, 
 
 }  // namespace
 
+// The C codes mirror omgs::Status one to one.
+static_assert(OMGS_CONCURRENT_CALL == static_cast<int>(omgs::Status::concurrent_call) &&
+                  OMGS_PLAN_FAILED == static_cast<int>(omgs::Status::plan_failed) &&
+                  OMGS_NONFINITE_GRADIENT == static_cast<int>(omgs::Status::nonfinite_gradient),
+              "omgs.h return codes out of step with omgs::Status");
+
 extern "C" {
 
 void omgs_options_init(omgs_options* o) {
