@@ -40,7 +40,7 @@ case "$mpi" in
   mpich)
     omgs_ensure_apt_packages libmpich-dev mpich
     # Both MPIs can be installed side by side: name MPICH's wrappers and launcher.
-    args+=(-DMPI_C_COMPILER=mpicc.mpich -DMPI_CXX_COMPILER=mpicxx.mpich
+    args+=("-DMPI_C_COMPILER=$(command -v mpicc.mpich)" "-DMPI_CXX_COMPILER=$(command -v mpicxx.mpich)"
       "-DMPIEXEC_EXECUTABLE=$(command -v mpiexec.mpich)")
     suffix="$suffix-mpich"
     ;;
