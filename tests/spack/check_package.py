@@ -121,6 +121,14 @@ def main():
         error("Kokkos 4 + CUDA needs depends_on('kokkos+cuda_lambda', when='+cuda')")
     if not any("cuda_arch=" in d for d in depends) or not any("amdgpu_target=" in d for d in depends):
         error("cuda_arch / amdgpu_target must be propagated to Kokkos")
+    # The programs the spack tests run must be programs the build installs.
+    installed = set()
+    for sub in ("examples", os.path.join("src", "tools")):
+        cm = open(os.path.join(ROOT, sub, "CMakeLists.txt")).read()
+        installed |= set(re.findall(r"add_executable\(\s*([A-Za-z0-9_-]+)", cm))
+    for prog in sorted(set(re.findall(r'"(omgs-[a-z-]+)"', text))):
+        if prog not in installed:
+            error(f"package.py runs {prog}, which the build does not make")
     repo = open(REPO_YAML).read()
     if not re.search(r"^\s*namespace:\s*omgs\s*$", repo, re.M) or not re.search(r"api:\s*v2\.0", repo):
         error("repo.yaml must declare namespace: omgs and api: v2.0")

@@ -101,6 +101,25 @@ class Omgs(CMakePackage, CudaPackage, ROCmPackage):
             out = mpiexec("-n", "2", "./omgs-consumer", model, output=str.split, error=str.split)
             assert "rank 1 of 2" in out
 
+    def test_train_synthetic(self):
+        """run the example training job (ResNet-50 shapes, shrunk) on 2 ranks"""
+        if not self.spec.satisfies("+examples"):
+            raise SkipTest("built without +examples")
+        mpiexec = which(join_path(self.spec["mpi"].prefix.bin, "mpiexec"))
+        job = self.prefix.bin.join("omgs-train-synthetic")
+        out = mpiexec("-n", "2", job, "--model", "resnet50", "--numel-scale", "0.02",
+                      "--iterations", "2", "--warmup", "1", output=str.split, error=str.split)
+        assert "speedup_vs_dense" in out
+
+    def test_train_mlp(self):
+        """train the example MLP with top-k SGD and dense SGD on 2 ranks; PASS expected"""
+        if not self.spec.satisfies("+examples"):
+            raise SkipTest("built without +examples")
+        mpiexec = which(join_path(self.spec["mpi"].prefix.bin, "mpiexec"))
+        out = mpiexec("-n", "2", self.prefix.bin.join("omgs-train-mlp"), "--epochs", "3",
+                      "--samples", "1024", output=str.split, error=str.split)
+        assert "PASS" in out
+
     @run_after("install")
     def cache_test_sources(self):
         cache_extra_test_sources(self, [join_path("tests", "consumer")])
