@@ -220,6 +220,11 @@ OMGS_EXPORT std::vector<Group> groups_optimal_exhaustive(const std::vector<Layer
 /// source, line and field. The result is validated (validate_layers).
 OMGS_EXPORT std::vector<LayerSpec> parse_model_csv(std::istream& in, const std::string& source);
 OMGS_EXPORT std::vector<LayerSpec> load_model_csv(const std::string& path);
+/// Writes layers in the CSV model format (times with 17 significant digits, so they read
+/// back bit for bit), e.g. the backward times a Runtime measured (rt.layers()), to plan
+/// the next run with the same inputs. Throws omgs::Error on a name the format cannot hold
+/// (a comma, a line break, leading '#') or if the file cannot be written.
+OMGS_EXPORT void save_model_csv(const std::string& path, const std::vector<LayerSpec>& layers);
 
 /// A timeline with its caption, one block of lanes in timeline_svg.
 struct LabeledTimeline {

@@ -82,29 +82,36 @@ struct RuntimeOptions {
 
 /// Outcome of a per-iteration call. Per-iteration calls never throw; last_error() has the
 /// message naming the layer or group.
+/// Which ranks see it: "local" statuses concern this rank's call only; "all ranks" ones
+/// are returned by finish() on every rank alike (so every rank may act on them the same
+/// way); "this rank or several" depends on the fault (a stalled peer times out every rank
+/// that waits for it; an MPI error may hit one rank only).
 enum class Status : std::uint8_t {
   ok = 0,
-  unknown_layer,       ///< layer index out of range
-  already_ready,       ///< ready(l) twice in one iteration
-  not_all_ready,       ///< finish() before every layer was ready (nothing was changed)
-  shape_mismatch,      ///< ready(l, view) with a view of the wrong length
-  nonfinite_gradient,  ///< a rank's group held NaN/Inf: the step is skipped on every rank
-  comm_failed,         ///< the collective did not complete (timeout, MPI error)
-  plan_failed,         ///< planning from the measured backward times failed (layer-wise kept)
-  concurrent_call,     ///< ready/finish entered from a second thread meanwhile (ignored)
+  unknown_layer,       ///< local: layer index out of range
+  already_ready,       ///< local: ready(l) twice in one iteration
+  not_all_ready,       ///< local: finish() before every layer was ready (nothing changed)
+  shape_mismatch,      ///< local: ready(l, view) with a view of the wrong length
+  nonfinite_gradient,  ///< all ranks: a rank's group held NaN/Inf; the group is skipped
+  comm_failed,         ///< this rank or several: timeout (finish() may be retried), MPI error
+  plan_failed,         ///< all ranks: planning from measured times failed (layer-wise kept)
+  concurrent_call,     ///< local: ready/finish entered from a second thread meanwhile (ignored)
 };
 OMGS_EXPORT const char* to_string(Status status) noexcept;
 
 struct IterationStats {
   Status status = Status::ok;
-  int failed_group = -1;             ///< group of a nonfinite_gradient / comm_failed status
-  std::uint64_t nonfinite = 0;       ///< non-finite entries this rank found
-  double sparsify_s = 0.0;           ///< this rank's top-k + packing time
-  double finish_wait_s = 0.0;        ///< time finish() waited for communication
-  double aggregate_s = 0.0;          ///< scatter-add time
-  double iteration_s = 0.0;          ///< first ready() to the end of finish()
-  std::uint64_t bytes_sent = 0;      ///< this iteration, this rank
-  std::uint64_t bytes_received = 0;  ///< this iteration, all ranks' pairs
+  int failed_group = -1;        ///< group of a nonfinite_gradient / comm_failed status
+  std::uint64_t nonfinite = 0;  ///< non-finite entries this rank found
+  double sparsify_s = 0.0;      ///< this rank's top-k + packing time
+  double finish_wait_s = 0.0;   ///< time finish() waited for communication
+  double aggregate_s = 0.0;     ///< scatter-add time
+  double iteration_s = 0.0;     ///< first ready() to the end of finish()
+  /// This rank's contribution to the allgathers: k (index, value) pairs of 8 bytes per
+  /// group. (With P ranks every rank receives P times as much; a ring allreduce of the
+  /// dense gradient moves about 2 * 4 * n bytes per rank.)
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;  ///< this iteration, all ranks' pairs (P * sent)
   std::uint64_t iteration = 0;       ///< 0-based count of finished iterations
   bool profiling = false;            ///< layer-wise while backward times were measured
   bool replanned = false;            ///< the plan was built from the measured times after it

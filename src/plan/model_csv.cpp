@@ -1,5 +1,6 @@
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <istream>
@@ -108,6 +109,27 @@ std::vector<LayerSpec> parse_model_csv(std::istream& in, const std::string& sour
   if (layers.empty()) throw Error(source + ": no layers after the header");
   validate_layers(layers);
   return layers;
+}
+
+void save_model_csv(const std::string& path, const std::vector<LayerSpec>& layers) {
+  validate_layers(layers);
+  std::string text = "name,numel,backward_s\n";
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const std::string& n = layers[i].name;
+    if (n.find_first_of(",\r\n") != std::string::npos || n[0] == '#' || trim(n) != n)
+      throw Error("omgs: save_model_csv: layer " + std::to_string(i) + " '" + n +
+                  "' has a name the CSV format cannot hold (comma, line break, leading '#' or "
+                  "surrounding blanks)");
+    char num[64];
+    std::snprintf(num, sizeof num, ",%llu,%.17g\n",
+                  static_cast<unsigned long long>(layers[i].numel), layers[i].backward_s);
+    text += n + num;
+  }
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) throw Error("omgs: save_model_csv: cannot write '" + path + "'");
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok)
+    throw Error("omgs: save_model_csv: writing '" + path + "' failed");
 }
 
 std::vector<LayerSpec> load_model_csv(const std::string& path) {

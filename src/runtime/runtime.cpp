@@ -988,7 +988,8 @@ IterationStats Runtime::finish() noexcept {
                        s.layers[gr.end - 1].name + "' .. '" + s.layers[gr.begin].name +
                        "') held non-finite values on " + std::to_string(bad) + " rank(s) (" +
                        std::to_string(st.nonfinite) +
-                       " on this rank); the step is skipped for it on every rank";
+                       " non-finite values in this rank's groups of this iteration); the "
+                       "step is skipped for it on every rank";
       }
       continue;
     }

@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -78,4 +79,23 @@ TEST_CASE("model CSV: byte order mark, tiny times, the 2^53 element limit (fuzze
   CHECK(
       error_of(h + "a,9007199254740992,0\nb,1,0\n").find("layer 1 'b' brings the model's total") !=
       std::string::npos);
+}
+
+TEST_CASE("save_model_csv writes what load_model_csv reads back, bit for bit", "[plan][csv]") {
+  const std::vector<omgs::LayerSpec> layers = {
+      {"conv1.weight", 9408, 1.0 / 3.0}, {"fc.bias", 1000, 0.0}, {"x", 1, 4.9e-324}};
+  const std::string path = "omgs_test_save_model.csv";
+  omgs::save_model_csv(path, layers);
+  const auto back = omgs::load_model_csv(path);
+  REQUIRE(back.size() == layers.size());
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    CHECK(back[i].name == layers[i].name);
+    CHECK(back[i].numel == layers[i].numel);
+    CHECK(back[i].backward_s == layers[i].backward_s);
+  }
+  std::remove(path.c_str());
+  CHECK_THROWS_WITH(omgs::save_model_csv(path, {{"a,b", 1, 0.0}}),
+                    Catch::Contains("layer 0 'a,b' has a name the CSV format cannot hold"));
+  CHECK_THROWS_WITH(omgs::save_model_csv("/nonexistent-dir/m.csv", layers),
+                    Catch::Contains("cannot write"));
 }
