@@ -13,37 +13,7 @@
 #include "omgs_catch.hpp"
 
 // Counts every C++ allocation while enabled (the steady-state loop must make none).
-// GCC flags malloc/free inside replaced operator new/delete as "mismatched"; here the
-// pairing is deliberate and consistent.
-// Under AddressSanitizer the replacement is left out (ASan owns operator new, and its
-// quarantine inflates maxrss), so those two checks are skipped there.
-#if defined(__SANITIZE_ADDRESS__)
-#define OMGS_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define OMGS_TEST_UNDER_ASAN 1
-#endif
-#endif
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-namespace {
-std::atomic<bool> g_count_allocs{false};
-std::atomic<long> g_allocs{0};
-}  // namespace
-#ifndef OMGS_TEST_UNDER_ASAN
-void* operator new(std::size_t n) {
-  if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-#endif
+#include "count_allocations.hpp"
 
 namespace {
 
@@ -526,16 +496,17 @@ TEST_CASE("thousands of iterations without allocation or memory growth", "[comm]
     REQUIRE(run(200) == 0);  // warm-up: MPI's internal pools
     rusage before{};
     getrusage(RUSAGE_SELF, &before);
-    g_allocs.store(0);
-    g_count_allocs.store(true);
+    omgs_test::allocations.store(0);
+    omgs_test::count_allocations.store(true);
     const long failures = run(3000);
-    g_count_allocs.store(false);
+    omgs_test::count_allocations.store(false);
     rusage after{};
     getrusage(RUSAGE_SELF, &after);
     CHECK(failures == 0);
     INFO("maxrss grew " << (after.ru_maxrss - before.ru_maxrss) << " KiB over 3000 iterations");
 #ifndef OMGS_TEST_UNDER_ASAN
-    CHECK(g_allocs.load() == 0);  // submit / wait / the progress thread never allocate
+    CHECK(omgs_test::allocations.load() ==
+          0);  // submit / wait / the progress thread never allocate
     CHECK(after.ru_maxrss - before.ru_maxrss < 8 * 1024);
 #endif
     CHECK(e.stats().groups_completed == static_cast<std::uint64_t>(3200 * G));

@@ -22,20 +22,10 @@
 
 #include <omgs/plan.hpp>
 
+#define OMGS_FUZZ_TARGET "fuzz_model_csv"
+#include "fuzz_support.hpp"
+
 namespace {
-
-[[noreturn]] void fail(const char* what, int line, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_model_csv: invariant violated (line %d): %s\n  %s\n", line, what,
-               detail.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
-
-// `detail` is only evaluated when the check fails.
-#define OMGS_FUZZ_REQUIRE(cond, detail)           \
-  do {                                            \
-    if (!(cond)) fail(#cond, __LINE__, (detail)); \
-  } while (0)
 
 std::string num(double v) {
   char buf[40];
@@ -51,7 +41,7 @@ void check_layers(const std::vector<omgs::LayerSpec>& layers) {
   try {
     omgs::validate_layers(layers);
   } catch (const omgs::Error& e) {
-    fail("validate_layers refuses what parse_model_csv returned", __LINE__, e.what());
+    omgs_fuzz::fail("validate_layers refuses what parse_model_csv returned", __LINE__, e.what());
   }
   OMGS_FUZZ_REQUIRE(!layers.empty(), "no layers");
   std::unordered_set<std::string> names;
@@ -82,7 +72,7 @@ void check_round_trip(const std::vector<omgs::LayerSpec>& layers) {
   try {
     again = omgs::parse_model_csv(in, "fuzz-round-trip");
   } catch (const omgs::Error& e) {
-    fail("the CSV form of a parsed model does not parse", __LINE__, e.what());
+    omgs_fuzz::fail("the CSV form of a parsed model does not parse", __LINE__, e.what());
   }
   OMGS_FUZZ_REQUIRE(again.size() == layers.size(), csv);
   for (std::size_t l = 0; l < layers.size(); ++l) {

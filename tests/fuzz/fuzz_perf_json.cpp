@@ -19,20 +19,10 @@
 
 #include <omgs/plan.hpp>
 
+#define OMGS_FUZZ_TARGET "fuzz_perf_json"
+#include "fuzz_support.hpp"
+
 namespace {
-
-[[noreturn]] void fail(const char* what, int line, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_perf_json: invariant violated (line %d): %s\n  %s\n", line, what,
-               detail.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
-
-// `detail` is only evaluated when the check fails.
-#define OMGS_FUZZ_REQUIRE(cond, detail)           \
-  do {                                            \
-    if (!(cond)) fail(#cond, __LINE__, (detail)); \
-  } while (0)
 
 bool same_bits(double a, double b) {
   return std::memcmp(&a, &b, sizeof(double)) == 0;
@@ -62,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     again.emplace(omgs::AlphaBetaModel::from_json(json, "fuzz-round-trip"));
   } catch (const omgs::Error& e) {
-    fail("to_json() does not parse back", __LINE__, std::string(e.what()) + "\n" + json);
+    omgs_fuzz::fail("to_json() does not parse back", __LINE__, std::string(e.what()) + "\n" + json);
   }
   OMGS_FUZZ_REQUIRE(again->topk_form() == model->topk_form(), json);
   OMGS_FUZZ_REQUIRE(same_bits(again->topk_c0_s(), model->topk_c0_s()),
@@ -98,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
       model->check_workers(p);
     } catch (const omgs::Error& e) {
-      fail("check_workers refuses a P of the table", __LINE__, e.what());
+      omgs_fuzz::fail("check_workers refuses a P of the table", __LINE__, e.what());
     }
     double prev_topk = 0.0;
     double prev_ag[4] = {0.0, 0.0, 0.0, 0.0};

@@ -31,22 +31,12 @@
 
 #include <omgs/plan.hpp>
 
+#define OMGS_FUZZ_TARGET "fuzz_planners"
+#include "fuzz_support.hpp"
+
 #include "../plan/seed_oracle.hpp"
 
 namespace {
-
-[[noreturn]] void fail(const char* what, int line, const std::string& detail) {
-  std::fprintf(stderr, "fuzz_planners: invariant violated (line %d): %s\n  %s\n", line, what,
-               detail.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
-
-// `detail` is only evaluated when the check fails.
-#define OMGS_FUZZ_REQUIRE(cond, detail)           \
-  do {                                            \
-    if (!(cond)) fail(#cond, __LINE__, (detail)); \
-  } while (0)
 
 class ByteReader {
  public:
@@ -233,8 +223,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
       plans[planner] = omgs::make_plan(planner, c.layers, *c.model, c.config);
     } catch (const omgs::Error& e) {
-      fail("make_plan throws on a valid input", __LINE__,
-           std::string(omgs::to_string(planner)) + ": " + e.what() + "; " + describe_case(c));
+      omgs_fuzz::fail(
+          "make_plan throws on a valid input", __LINE__,
+          std::string(omgs::to_string(planner)) + ": " + e.what() + "; " + describe_case(c));
     }
     check_plan(plans[planner], planner, c);
   }

@@ -22,34 +22,7 @@
 #include "../runtime/runtime_test_support.hpp"
 #include "omgs_catch.hpp"
 
-// Counts operator new while enabled (not under ASan, which owns operator new).
-#if defined(__SANITIZE_ADDRESS__)
-#define OMGS_SOAK_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define OMGS_SOAK_ASAN 1
-#endif
-#endif
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-namespace {
-std::atomic<bool> g_count{false};
-std::atomic<long> g_allocs{0};
-}  // namespace
-#ifndef OMGS_SOAK_ASAN
-void* operator new(std::size_t n) {
-  if (g_count.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-#endif
+#include "count_allocations.hpp"
 
 namespace {
 
@@ -105,13 +78,14 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
       for (float& x : grad[l]) x = nd(rng) * scale;
       Kokkos::deep_copy(rt.gradient(l), HostView(grad[l].data(), grad[l].size()));
     }
-    g_count.store(it >= 10);  // after the first iterations' one-time initializations
+    omgs_test::count_allocations.store(it >=
+                                       10);  // after the first iterations' one-time initializations
     rt.begin_backward();
     for (std::size_t l = L; l-- > 0;)
       if (rt.ready(l) != omgs::Status::ok) ++failures;
     const omgs::IterationStats st = rt.finish();
-    g_count.store(false);
-    allocs = g_allocs.load();
+    omgs_test::count_allocations.store(false);
+    allocs = omgs_test::allocations.load();
     if (st.status != omgs::Status::ok) {
       FAIL("iteration " << it << ": " << rt.last_error());
     }
@@ -156,7 +130,7 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   const long rss_end = rss_kib();
   INFO("resident memory " << rss_start << " KiB at iteration " << iterations / 10 << ", " << rss_end
                           << " KiB at the end");
-#ifndef OMGS_SOAK_ASAN
+#ifndef OMGS_TEST_UNDER_ASAN
   CHECK(allocs == 0);
   CHECK(rss_end - rss_start < 4096);
 #endif
