@@ -117,6 +117,13 @@ struct IterationStats {
   bool replanned = false;            ///< the plan was built from the measured times after it
 };
 
+/// The measured side of the last iteration (rt.plan() is the predicted side).
+struct RuntimeStats {
+  IterationStats last;     ///< the last finished iteration's stats
+  Timeline measured;       ///< its pipeline as measured on this rank (like Plan::predicted)
+  ProgressStats progress;  ///< the progress engine's counters
+};
+
 /// The calibration's measurements and fit (when perf_model == "calibrate").
 struct CalibrationReport {
   std::vector<std::uint64_t> topk_numel;
@@ -181,6 +188,8 @@ class OMGS_EXPORT Runtime {
   const PerfModel& perf_model() const noexcept;
   const CalibrationReport& calibration() const noexcept;
   const IterationStats& last_stats() const noexcept;
+  /// last_stats(), measured() and progress_stats() together (copies; not for the hot path).
+  RuntimeStats stats() const;
   ProgressStats progress_stats() const;
   /// k of group g (pairs each rank sends).
   std::size_t group_k(std::size_t g) const;

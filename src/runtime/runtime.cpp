@@ -1260,6 +1260,9 @@ const CalibrationReport& Runtime::calibration() const noexcept {
 const IterationStats& Runtime::last_stats() const noexcept {
   return impl_->stats;
 }
+RuntimeStats Runtime::stats() const {
+  return {impl_->stats, impl_->measured, impl_->engine->stats()};
+}
 ProgressStats Runtime::progress_stats() const {
   return impl_->engine->stats();
 }

@@ -14,8 +14,23 @@ foreach(f IN LISTS cfg)
     message(FATAL_ERROR "${f} refers to the install prefix ${STAGE}: the package is not relocatable")
   endif()
 endforeach()
-foreach(required include/omgs/omgs.hpp include/omgs/export.hpp bin/omgs-plan share/omgs/models/resnet50.csv)
+set(required include/omgs/omgs.hpp include/omgs/omgs.h include/omgs/export.hpp bin/omgs-plan
+    share/omgs/models/resnet50.csv)
+if(EXAMPLES)
+  list(APPEND required bin/omgs-train-synthetic bin/omgs-train-mlp)
+endif()
+foreach(required IN LISTS required)
   if(NOT EXISTS "${PREFIX}/${required}")
     message(FATAL_ERROR "the install lacks ${required}")
   endif()
 endforeach()
+# The installed example job runs (as an MPI singleton) and finds its models next to itself
+# in share/omgs/models, with no source tree.
+if(EXAMPLES)
+  execute_process(COMMAND "${PREFIX}/bin/omgs-train-synthetic" --model resnet50 --numel-scale 0.001
+    --iterations 1 --warmup 0 --planners single --no-dense --quiet
+    WORKING_DIRECTORY "${PREFIX}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "share/omgs/models/resnet50.csv")
+    message(FATAL_ERROR "the installed omgs-train-synthetic failed (${rc}):\n${out}\n${err}")
+  endif()
+endif()

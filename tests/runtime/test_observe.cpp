@@ -143,6 +143,10 @@ TEST_CASE("the measured timeline is consistent and follows the pipeline", "[runt
     prev_topk_end = x.topk_end_s;
   }
   CHECK(t.compute_end_s == prev_topk_end);
+  const omgs::RuntimeStats rs = rt.stats();
+  CHECK(rs.measured.iteration_end_s == t.iteration_end_s);
+  CHECK(rs.last.iteration == 0);
+  CHECK(rs.progress.groups_completed == rt.plan().groups.size());
   CHECK(t.iteration_end_s >= t.compute_end_s - 1e-9);
   CHECK(t.non_overlapped_comm_s >= 0);
   CHECK(t.comm_total_s > 0);
