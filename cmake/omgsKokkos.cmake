@@ -47,9 +47,13 @@ function(_omgs_trilinos_target target header include_hint)
     INTERFACE_LINK_LIBRARIES "${_libs};${CMAKE_DL_LIBS}")
 endfunction()
 
+# omgs_find_kokkos([KOKKOS_HINT dir] [KERNELS_HINT dir]): the hints (the config directories
+# the omgs build used) are searched before the system paths, after the caller's own
+# Kokkos_ROOT / CMAKE_PREFIX_PATH.
 function(omgs_find_kokkos)
+  cmake_parse_arguments(ARG "" "KOKKOS_HINT;KERNELS_HINT" "" ${ARGN})
   # Called even when Kokkos::kokkos exists: a consumer may have found Debian's broken one.
-  find_package(Kokkos CONFIG QUIET)
+  find_package(Kokkos CONFIG QUIET HINTS ${ARG_KOKKOS_HINT})
   if(Kokkos_FOUND AND ("trilinos_kokkoscore" IN_LIST Kokkos_LIBRARIES OR TARGET trilinos_kokkoscore))
     set(flavor trilinos)
     _omgs_trilinos_target(Kokkos::kokkos Kokkos_Core.hpp "${Kokkos_INCLUDE_DIRS}"
@@ -65,7 +69,7 @@ function(omgs_find_kokkos)
   endif()
 
   if(NOT TARGET Kokkos::kokkoskernels)
-    find_package(KokkosKernels CONFIG QUIET)
+    find_package(KokkosKernels CONFIG QUIET HINTS ${ARG_KERNELS_HINT})
   endif()
   if(NOT TARGET Kokkos::kokkoskernels)
     if(KokkosKernels_FOUND AND "trilinos_kokkoskernels" IN_LIST KokkosKernels_LIBRARIES)

@@ -66,6 +66,45 @@ struct TopkResult {
 
 namespace detail {
 
+/// The execution space's concurrency, read once per process. Kokkos 4 (with
+/// KOKKOS_ENABLE_DEPRECATED_CODE_4, its default) only has the static
+/// ExecSpace::concurrency(const ExecSpace& = ExecSpace()): every call default-constructs an
+/// instance, which heap-allocates its shared-pointer control block on the host back-ends.
+template <class ExecSpace>
+int cached_concurrency(const ExecSpace& exec) {
+  static const int c = exec.concurrency();
+  return c > 0 ? c : 1;
+}
+
+/// RangePolicy [begin, end) on exec with the chunk size Kokkos would pick (its
+/// set_auto_chunk_size), without its per-policy call to concurrency() (see above).
+template <class ExecSpace>
+Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>> range_policy(const ExecSpace& exec,
+                                                                             std::int64_t begin,
+                                                                             std::int64_t end) {
+  const std::int64_t conc = cached_concurrency(exec), n = end - begin;
+  std::int64_t chunk = 1;
+  while (chunk * 100 * conc < n) chunk *= 2;
+  if (chunk < 128) {
+    chunk = 1;
+    while (chunk * 40 * conc < n && chunk < 128) chunk *= 2;
+  }
+  return Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(
+      exec, begin, end, Kokkos::ChunkSize(static_cast<int>(chunk)));
+}
+
+/// exec.fence() without heap allocation: Kokkos >= 3.5 copies the fence label into a
+/// std::string (Kokkos::Tools::beginFence takes it by value) and the default label is longer
+/// than the small-string buffer; this static label fits in it.
+template <class ExecSpace>
+void fence(const ExecSpace& exec) {
+#if KOKKOS_VERSION >= 30500
+  exec.fence(OMGS_LABEL("omgs::fence"));
+#else
+  exec.fence();
+#endif
+}
+
 /// Sets every entry of a 1-D view to zero (Kokkos::deep_copy(view, 0) builds its own label
 /// string at every call).
 template <class View>
@@ -79,8 +118,7 @@ struct FillZero {
 template <class ExecSpace, class View>
 void fill_zero(const ExecSpace& exec, const View& v) {
   Kokkos::parallel_for(OMGS_LABEL("omgs::zero"),
-                       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(
-                           exec, 0, static_cast<std::int64_t>(v.extent(0))),
+                       range_policy(exec, 0, static_cast<std::int64_t>(v.extent(0))),
                        FillZero<View>{v});
 }
 
@@ -472,7 +510,7 @@ class TopkSelector {
             .set_scratch_size(0,
                               Kokkos::PerTeam(Hist::ScratchU32::shmem_size(detail::select_bins1)))
             .team_size_recommended(probe, Kokkos::ParallelForTag());
-    const int conc = exec_.concurrency();
+    const int conc = detail::cached_concurrency(exec_);
     max_league_ = 4 * conc / (team_size > 0 ? team_size : 1);
     if (max_league_ < 1) max_league_ = 1;
   }
@@ -516,7 +554,9 @@ class TopkSelector {
     TopkResult result;
     if (n == 0) return result;
     Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::select"));
-    using Policy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+    const auto policy = [this](std::int64_t b, std::int64_t e) {
+      return detail::range_policy(exec_, b, e);
+    };
     const detail::SelectSource<memory_space, Feedback> src{a, residual};
     const std::int64_t sn = static_cast<std::int64_t>(n);
 
@@ -533,7 +573,7 @@ class TopkSelector {
     }
     if (k == 0) {
       if (Feedback) {
-        Kokkos::parallel_for(OMGS_LABEL("omgs::select::accumulate"), Policy(exec_, 0, sn),
+        Kokkos::parallel_for(OMGS_LABEL("omgs::select::accumulate"), policy(0, sn),
                              detail::SelectAccumulate<ExecSpace>{a, residual});
       }
       Kokkos::Profiling::popRegion();
@@ -546,7 +586,7 @@ class TopkSelector {
       // Fast path: compact, resolve on the candidates, merge.
       detail::SelectCompact<ExecSpace, Feedback> compact{src,         b1,          sure_index_,
                                                          cand_index_, sure_value_, cand_value_};
-      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::compact"), Policy(exec_, 0, sn), compact);
+      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::compact"), policy(0, sn), compact);
       using Resolve = detail::SelectResolveCandidates<ExecSpace>;
       Resolve resolve{cand_value_, state_, static_cast<std::int64_t>(m), b1,
                       static_cast<std::uint32_t>(k_rem)};
@@ -561,12 +601,12 @@ class TopkSelector {
       pick.out_index = sel_index_;
       pick.out_value = sel_value_;
       Kokkos::parallel_scan(OMGS_LABEL("omgs::select::pick"),
-                            Policy(exec_, 0, static_cast<std::int64_t>(m)), pick);
+                            policy(0, static_cast<std::int64_t>(m)), pick);
       detail::SelectMerge<ExecSpace, Feedback> merge{sure_index_, sel_index_, sure_value_,
                                                      sel_value_,  above,      k_rem,
                                                      out_index,   out_value,  residual};
       Kokkos::parallel_for(OMGS_LABEL("omgs::select::merge"),
-                           Policy(exec_, 0, static_cast<std::int64_t>(k)), merge);
+                           policy(0, static_cast<std::int64_t>(k)), merge);
     } else {
       // Slow path: the last two digits as full passes, then one full output scan.
       std::uint64_t above2 = 0, above3 = 0;
@@ -584,7 +624,7 @@ class TopkSelector {
       fin.ties = static_cast<std::uint32_t>(k_rem2 - above3);
       fin.out_index = out_index;
       fin.out_value = out_value;
-      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::output"), Policy(exec_, 0, sn), fin);
+      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::output"), policy(0, sn), fin);
     }
     result.selected = k;
     Kokkos::Profiling::popRegion();
@@ -623,7 +663,7 @@ class TopkSelector {
         f);
     Kokkos::deep_copy(exec_, hist_host_, hist_);
     if (count_nonfinite) Kokkos::deep_copy(exec_, nonfinite_host_, nonfinite_);
-    exec_.fence();
+    detail::fence(exec_);
     if (count_nonfinite && nonfinite_host_(0) != 0) return 0;
     return detail::find_bucket_host(hist_host_, bins, k, above);
   }

@@ -259,8 +259,13 @@ class RuntimeImpl {
   Kokkos::View<std::uint32_t*, DeviceMemory> sel_index;
   Kokkos::View<float*, DeviceMemory> sel_value;
   PairView send, recv;
+  Kokkos::View<int*, DeviceMemory> bad_blocks;  // count_failed_blocks(), allocated once
+  Kokkos::View<int*, DeviceMemory>::HostMirror bad_blocks_host;
   std::unique_ptr<Selector> selector;
   std::unique_ptr<ProgressEngine> engine;
+  // The selector's execution space instance serves every kernel and fence: constructing
+  // an instance heap-allocates in Kokkos 4, and ready() / finish() must not allocate.
+  const ExecSpace& exec() const { return selector->execution_space_instance(); }
 
   std::vector<char> is_ready;
   std::vector<std::size_t> remaining;
@@ -560,6 +565,10 @@ class RuntimeImpl {
       sel_value = Kokkos::View<float*, DeviceMemory>("omgs::selected_value", max_k);
       send = PairView("omgs::send_pairs", send_total);
       recv = PairView("omgs::recv_pairs", recv_total);
+      if (bad_blocks.extent(0) == 0) {
+        bad_blocks = Kokkos::View<int*, DeviceMemory>("omgs::bad_blocks", 1);
+        bad_blocks_host = Kokkos::create_mirror_view(bad_blocks);
+      }
       selector = std::make_unique<Selector>(max_n, max_k);
     } catch (const Error&) {
       throw;
@@ -642,11 +651,11 @@ class RuntimeImpl {
 // sit in member functions or in functions with internal linkage (an anonymous namespace).
 namespace kernels {
 
-void pack_pairs(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset,
-                Kokkos::View<std::uint32_t*, DeviceMemory> idx,
+void pack_pairs(const ExecSpace& exec, Kokkos::View<SparsePair*, DeviceMemory> send,
+                std::size_t offset, Kokkos::View<std::uint32_t*, DeviceMemory> idx,
                 Kokkos::View<float*, DeviceMemory> val, std::size_t k, bool failed) {
   Kokkos::parallel_for(
-      OMGS_LABEL("omgs::runtime::pack"), Kokkos::RangePolicy<ExecSpace>(0, k),
+      OMGS_LABEL("omgs::runtime::pack"), range_policy(exec, 0, static_cast<std::int64_t>(k)),
       KOKKOS_LAMBDA(const std::size_t i) {
         SparsePair p;
         p.index = failed ? failed_marker : idx(i);
@@ -655,36 +664,42 @@ void pack_pairs(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset
       });
 }
 
-int count_failed_blocks(Kokkos::View<SparsePair*, DeviceMemory> recv, std::size_t offset,
-                        std::size_t k, int ranks) {
-  int bad = 0;
+// Counts with atomics into a preallocated counter: Kokkos 4's parallel_reduce builds a long
+// fence label (a heap allocation) at every call, whatever the result type.
+int count_failed_blocks(const ExecSpace& exec, Kokkos::View<SparsePair*, DeviceMemory> recv,
+                        std::size_t offset, std::size_t k, int ranks,
+                        Kokkos::View<int*, DeviceMemory> count,
+                        Kokkos::View<int*, DeviceMemory>::HostMirror count_host) {
   if (k == 0) return 0;
-  Kokkos::parallel_reduce(
-      OMGS_LABEL("omgs::runtime::check_markers"), Kokkos::RangePolicy<ExecSpace>(0, ranks),
-      KOKKOS_LAMBDA(const int r, int& acc) {
-        if (recv(offset + static_cast<std::size_t>(r) * k).index == failed_marker) ++acc;
-      },
-      bad);
-  return bad;
+  fill_zero(exec, count);
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::runtime::check_markers"), range_policy(exec, 0, ranks),
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        if (recv(offset + static_cast<std::size_t>(r) * k).index == failed_marker)
+          Kokkos::atomic_add(&count(0), 1);
+      });
+  Kokkos::deep_copy(exec, count_host, count);
+  detail::fence(exec);
+  return count_host(0);
 }
 
-void scatter_add(Kokkos::View<SparsePair*, DeviceMemory> recv, std::size_t recv_offset,
-                 std::size_t count, GradientView agg, std::size_t group_offset, std::size_t numel,
-                 float scale) {
+void scatter_add(const ExecSpace& exec, Kokkos::View<SparsePair*, DeviceMemory> recv,
+                 std::size_t recv_offset, std::size_t count, GradientView agg,
+                 std::size_t group_offset, std::size_t numel, float scale) {
   auto out = Kokkos::subview(agg, std::make_pair(group_offset, group_offset + numel));
-  fill_zero(ExecSpace(), out);
+  fill_zero(exec, out);
   Kokkos::parallel_for(
-      OMGS_LABEL("omgs::runtime::scatter_add"), Kokkos::RangePolicy<ExecSpace>(0, count),
-      KOKKOS_LAMBDA(const std::size_t i) {
+      OMGS_LABEL("omgs::runtime::scatter_add"),
+      range_policy(exec, 0, static_cast<std::int64_t>(count)), KOKKOS_LAMBDA(const std::size_t i) {
         const SparsePair p = recv(recv_offset + i);
         Kokkos::atomic_add(&out(p.index), p.value * scale);
       });
 }
 
-void add_back(Kokkos::View<SparsePair*, DeviceMemory> send, std::size_t offset, std::size_t k,
-              GradientView resid, std::size_t group_offset) {
+void add_back(const ExecSpace& exec, Kokkos::View<SparsePair*, DeviceMemory> send,
+              std::size_t offset, std::size_t k, GradientView resid, std::size_t group_offset) {
   Kokkos::parallel_for(
-      OMGS_LABEL("omgs::runtime::restore"), Kokkos::RangePolicy<ExecSpace>(0, k),
+      OMGS_LABEL("omgs::runtime::restore"), range_policy(exec, 0, static_cast<std::int64_t>(k)),
       KOKKOS_LAMBDA(const std::size_t i) {
         const SparsePair p = send(offset + i);
         resid(group_offset + p.index) += p.value;
@@ -706,8 +721,8 @@ void RuntimeImpl::sparsify(std::size_t g) {
     failed_here[g] = 1;
     current.nonfinite += r.nonfinite;
   }
-  kernels::pack_pairs(send, send_offset[g], sel_index, sel_value, group_k[g], failed);
-  ExecSpace().fence();  // the pairs are complete before MPI sees them
+  kernels::pack_pairs(exec(), send, send_offset[g], sel_index, sel_value, group_k[g], failed);
+  detail::fence(exec());  // the pairs are complete before MPI sees them
   topk_end_s[g] = now_s();
   current.sparsify_s += topk_end_s[g] - t0;
   Kokkos::Profiling::popRegion();
@@ -728,15 +743,15 @@ void RuntimeImpl::sparsify(std::size_t g) {
 
 void RuntimeImpl::restore_own_selection(std::size_t g) {
   if (failed_here[g]) return;  // select left this rank's residual untouched
-  kernels::add_back(send, send_offset[g], group_k[g], resid, group_offset[g]);
+  kernels::add_back(exec(), send, send_offset[g], group_k[g], resid, group_offset[g]);
 }
 
 void RuntimeImpl::aggregate(std::size_t g) {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::aggregate"));
   const double t0 = now_s();
   agg_start_s[g] = t0;
-  kernels::scatter_add(recv, recv_offset[g], group_k[g] * static_cast<std::size_t>(size), agg,
-                       group_offset[g], group_numel[g], 1.0f / static_cast<float>(size));
+  kernels::scatter_add(exec(), recv, recv_offset[g], group_k[g] * static_cast<std::size_t>(size),
+                       agg, group_offset[g], group_numel[g], 1.0f / static_cast<float>(size));
   current.bytes_received += group_k[g] * static_cast<std::size_t>(size) * sizeof(SparsePair);
   agg_end_s[g] = now_s();  // launched (complete on host back-ends; finish() fences once)
   current.aggregate_s += agg_end_s[g] - t0;
@@ -955,9 +970,8 @@ IterationStats Runtime::finish() noexcept {
       // This rank's selection goes back into its residual, so nothing is lost.
       s.restore_own_selection(g);
       detail::fill_zero(
-          ExecSpace(),
-          Kokkos::subview(s.agg,
-                          std::make_pair(s.group_offset[g], s.group_offset[g] + s.group_numel[g])));
+          s.exec(), Kokkos::subview(s.agg, std::make_pair(s.group_offset[g],
+                                                          s.group_offset[g] + s.group_numel[g])));
       if (st.status == Status::ok) {
         st.status = Status::comm_failed;
         st.failed_group = static_cast<int>(g);
@@ -972,15 +986,15 @@ IterationStats Runtime::finish() noexcept {
       }
       continue;
     }
-    const int bad =
-        detail::kernels::count_failed_blocks(s.recv, s.recv_offset[g], s.group_k[g], s.size);
+    const int bad = detail::kernels::count_failed_blocks(
+        s.exec(), s.recv, s.recv_offset[g], s.group_k[g], s.size, s.bad_blocks, s.bad_blocks_host);
     if (bad > 0) {
       // Some rank could not contribute: no rank applies this group; healthy ranks keep their
       // selection in the residual, so no gradient mass is lost.
       s.restore_own_selection(g);
       auto out = Kokkos::subview(
           s.agg, std::make_pair(s.group_offset[g], s.group_offset[g] + s.group_numel[g]));
-      detail::fill_zero(ExecSpace(), out);
+      detail::fill_zero(s.exec(), out);
       if (st.status == Status::ok) {
         st.status = Status::nonfinite_gradient;
         st.failed_group = static_cast<int>(g);
@@ -995,7 +1009,7 @@ IterationStats Runtime::finish() noexcept {
     }
     s.aggregate(g);
   }
-  ExecSpace().fence();
+  detail::fence(s.exec());
   Kokkos::Profiling::popRegion();
   const double finish_end = detail::now_s();
   s.record(detail::TraceKind::wait, -1, finish_start, finish_end);
