@@ -142,6 +142,19 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+/// Gives every NaN entry of t the time per element of the others (0 if none is known).
+void fill_by_rate(const std::vector<LayerSpec>& layers, std::vector<double>& t) {
+  double known_s = 0, known_numel = 0;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (std::isnan(t[l])) continue;
+    known_s += t[l];
+    known_numel += static_cast<double>(layers[l].numel);
+  }
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    if (std::isnan(t[l]))
+      t[l] = known_numel > 0 ? known_s / known_numel * static_cast<double>(layers[l].numel) : 0.0;
+}
+
 constexpr double nan_s = std::numeric_limits<double>::quiet_NaN();
 
 /// The value of environment variable `name` when options allow it and it is set.
@@ -516,8 +529,7 @@ class RuntimeImpl {
     for (std::size_t g = 0; g < plan.groups.size(); ++g) {
       const Group& gr = plan.groups[g];
       if (gr.numel > Selector::max_supported_n)
-        throw Error("omgs: group " + std::to_string(g) + " (layers '" + layers[gr.end - 1].name +
-                    "' .. '" + layers[gr.begin].name + "') has " + std::to_string(gr.numel) +
+        throw Error("omgs: " + group_label(g) + " has " + std::to_string(gr.numel) +
                     " elements, more than 32-bit indices address (" +
                     std::to_string(Selector::max_supported_n) +
                     "); use a planner that makes smaller groups (threshold, layerwise)");
@@ -597,7 +609,6 @@ class RuntimeImpl {
     ProgressOptions po;
     po.force_inline = options.force_inline_progress;
     po.pin = options.progress_pin;
-    po.read_environment = options.read_environment;
     po.gpu_aware = options.gpu_aware;
     po.wait_timeout_s = options.wait_timeout_s;
     po.read_environment = false;  // the runtime applied (and checked) the environment
@@ -634,6 +645,25 @@ class RuntimeImpl {
     remaining.resize(plan.groups.size());
     for (std::size_t g = 0; g < plan.groups.size(); ++g)
       remaining[g] = plan.groups[g].end - plan.groups[g].begin;
+  }
+
+  /// "group 3 (layers 'fc.bias' .. 'fc.weight')" for messages: backward order.
+  std::string group_label(std::size_t g) const {
+    const Group& gr = plan.groups[g];
+    return "group " + std::to_string(g) + " (layers '" + layers[gr.end - 1].name + "' .. '" +
+           layers[gr.begin].name + "')";
+  }
+
+  /// The elements of group g in one of the flat per-element buffers.
+  std::pair<std::size_t, std::size_t> group_range(std::size_t g) const {
+    return {group_offset[g], group_offset[g] + group_numel[g]};
+  }
+
+  /// Group g is not applied this iteration on this rank: its aggregated slot is zero and
+  /// this rank's selection goes back into its residual, so no gradient mass is lost.
+  void skip_group(std::size_t g) {
+    restore_own_selection(g);
+    fill_zero(exec(), Kokkos::subview(agg, group_range(g)));
   }
 
   Status fail(Status s, std::string message) {
@@ -712,7 +742,7 @@ void RuntimeImpl::sparsify(std::size_t g) {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::sparsify"));
   const double t0 = now_s();
   topk_start_s[g] = t0;
-  const auto range = std::make_pair(group_offset[g], group_offset[g] + group_numel[g]);
+  const auto range = group_range(g);
   const TopkResult r =
       selector->select_with_feedback(Kokkos::subview(grad, range), Kokkos::subview(resid, range),
                                      group_k[g], sel_index, sel_value);
@@ -938,7 +968,6 @@ IterationStats Runtime::finish() noexcept {
   const double finish_start = detail::now_s();
   for (std::size_t g = 0; g < s.plan.groups.size(); ++g) {
     if (s.group_done[g]) continue;  // a retried finish() after a timeout
-    const Group& gr = s.plan.groups[g];
     const double t0 = detail::now_s();
     Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::finish::wait"));
     const WaitStatus w = s.engine->wait(static_cast<int>(g), s.options.wait_timeout_s);
@@ -947,10 +976,8 @@ IterationStats Runtime::finish() noexcept {
     if (w == WaitStatus::timeout) {
       // The watchdog: ask every rank how far it got, name the ones holding the group up.
       s.diagnosis = s.engine->diagnose(static_cast<int>(g), s.options.watchdog_query_s);
-      s.last_error = "omgs: finish(): group " + std::to_string(g) + " (layers '" +
-                     s.layers[gr.end - 1].name + "' .. '" + s.layers[gr.begin].name +
-                     "') did not complete within " + std::to_string(s.options.wait_timeout_s) +
-                     " s. " + s.diagnosis.report;
+      s.last_error = "omgs: finish(): " + s.group_label(g) + " did not complete within " +
+                     std::to_string(s.options.wait_timeout_s) + " s. " + s.diagnosis.report;
       Kokkos::Profiling::popRegion();
       if (s.options.on_timeout == TimeoutAction::abort) {
         std::fprintf(stderr, "%s\nomgs: aborting the job (on_timeout = abort)\n",
@@ -967,17 +994,11 @@ IterationStats Runtime::finish() noexcept {
     s.group_done[g] = 1;
     if (w != WaitStatus::ok) {
       // MPI failed the collective (or it was never submitted): its pairs are not valid.
-      // This rank's selection goes back into its residual, so nothing is lost.
-      s.restore_own_selection(g);
-      detail::fill_zero(
-          s.exec(), Kokkos::subview(s.agg, std::make_pair(s.group_offset[g],
-                                                          s.group_offset[g] + s.group_numel[g])));
+      s.skip_group(g);
       if (st.status == Status::ok) {
         st.status = Status::comm_failed;
         st.failed_group = static_cast<int>(g);
-        s.last_error = "omgs: finish(): the allgather of group " + std::to_string(g) +
-                       " (layers '" + s.layers[gr.end - 1].name + "' .. '" +
-                       s.layers[gr.begin].name + "') " +
+        s.last_error = "omgs: finish(): the allgather of " + s.group_label(g) + " " +
                        (w == WaitStatus::failed
                             ? "completed with an MPI error; this rank's communicator is no "
                               "longer usable and every later group fails"
@@ -991,17 +1012,12 @@ IterationStats Runtime::finish() noexcept {
     if (bad > 0) {
       // Some rank could not contribute: no rank applies this group; healthy ranks keep their
       // selection in the residual, so no gradient mass is lost.
-      s.restore_own_selection(g);
-      auto out = Kokkos::subview(
-          s.agg, std::make_pair(s.group_offset[g], s.group_offset[g] + s.group_numel[g]));
-      detail::fill_zero(s.exec(), out);
+      s.skip_group(g);
       if (st.status == Status::ok) {
         st.status = Status::nonfinite_gradient;
         st.failed_group = static_cast<int>(g);
-        s.last_error = "omgs: group " + std::to_string(g) + " (layers '" +
-                       s.layers[gr.end - 1].name + "' .. '" + s.layers[gr.begin].name +
-                       "') held non-finite values on " + std::to_string(bad) + " rank(s) (" +
-                       std::to_string(st.nonfinite) +
+        s.last_error = "omgs: " + s.group_label(g) + " held non-finite values on " +
+                       std::to_string(bad) + " rank(s) (" + std::to_string(st.nonfinite) +
                        " non-finite values in this rank's groups of this iteration); the "
                        "step is skipped for it on every rank";
       }
@@ -1050,24 +1066,17 @@ namespace detail {
 /// and its trace events. A layer whose compute time is unknown (the first ready() without
 /// begin_backward()) gets the time per element of the others.
 void RuntimeImpl::finish_timeline() noexcept {
-  double known_s = 0.0, known_numel = 0.0;
-  std::size_t unknown = layers.size();
+  estimated_layer = layers.size();
   for (std::size_t l = 0; l < layers.size(); ++l) {
     if (std::isnan(layer_bwd_s[l])) {
-      unknown = l;
+      // Its mean so far if it was ever measured, else (below) the others' time per element.
+      estimated_layer = l;
+      if (bwd_count[l] > 0) layer_bwd_s[l] = bwd_sum[l] / bwd_count[l];
     } else {
       layer_bwd_s[l] = std::max(0.0, layer_bwd_s[l]);
-      known_s += layer_bwd_s[l];
-      known_numel += static_cast<double>(layers[l].numel);
     }
   }
-  // Its mean so far if it was ever measured, else the others' time per element.
-  estimated_layer = unknown;
-  if (unknown < layers.size())
-    layer_bwd_s[unknown] = bwd_count[unknown] > 0 ? bwd_sum[unknown] / bwd_count[unknown]
-                           : known_numel > 0
-                               ? known_s / known_numel * static_cast<double>(layers[unknown].numel)
-                               : 0.0;
+  fill_by_rate(layers, layer_bwd_s);
   double origin = std::numeric_limits<double>::infinity();
   for (std::size_t l = 0; l < layers.size(); ++l)
     origin = std::min(origin, layer_ready_s[l] - layer_bwd_s[l]);
@@ -1112,19 +1121,11 @@ void RuntimeImpl::replan() noexcept {
   try {
     engine.reset();  // idle (finish() waited for every group); stops the thread first
     std::vector<double> mean(L), sum(L, 0.0);
+    for (std::size_t l = 0; l < L; ++l)
+      mean[l] = bwd_count[l] > 0 ? bwd_sum[l] / bwd_count[l] : nan_s;
     // A layer never measured (always the first ready() without begin_backward) gets the
     // time per element of the others.
-    double known_s = 0, known_numel = 0;
-    for (std::size_t l = 0; l < L; ++l) {
-      if (bwd_count[l] == 0) continue;
-      mean[l] = bwd_sum[l] / bwd_count[l];
-      known_s += mean[l];
-      known_numel += static_cast<double>(layers[l].numel);
-    }
-    for (std::size_t l = 0; l < L; ++l)
-      if (bwd_count[l] == 0)
-        mean[l] =
-            known_numel > 0 ? known_s / known_numel * static_cast<double>(layers[l].numel) : 0.0;
+    fill_by_rate(layers, mean);
     MPI_Reduce(mean.data(), sum.data(), static_cast<int>(L), MPI_DOUBLE, MPI_SUM, 0, comm);
     if (rank == 0)
       for (double& x : sum) x = std::isfinite(x) && x > 0 ? x / size : 0.0;
