@@ -114,6 +114,7 @@ class EngineImpl {
   bool post_first(int g) noexcept;  // false: MPI refused, retried later
   bool post_data(int g) noexcept;
   void post_failed(int g, int rc) noexcept;
+  void note_mpi_error(int code) noexcept;  // counts it, keeps its class for the watchdog
   bool post_pending_data() noexcept;
   bool service_watchdog() noexcept;  // [P] answer queries, drive our own diagnosis
   void answer_query(int source) noexcept;
@@ -557,10 +558,7 @@ bool EngineImpl::step() noexcept {
             // A collective that completed in error leaves this rank's collective stream
             // out of step with the others: the engine posts nothing more (every later
             // group fails at once) rather than risk matching the wrong exchange.
-            int cls = 0;
-            MPI_Error_class(e, &cls);
-            last_error_class_.store(cls, std::memory_order_relaxed);
-            mpi_errors_.fetch_add(1, std::memory_order_relaxed);
+            note_mpi_error(e);
             groups_[static_cast<std::size_t>(g)].failed = true;
             broken_ = true;
           }
@@ -574,14 +572,18 @@ bool EngineImpl::step() noexcept {
   return did;
 }
 
+void EngineImpl::note_mpi_error(int code) noexcept {
+  int cls = 0;
+  MPI_Error_class(code, &cls);
+  last_error_class_.store(cls, std::memory_order_relaxed);
+  mpi_errors_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void EngineImpl::post_failed(int g, int rc) noexcept {
   GroupState& s = groups_[static_cast<std::size_t>(g)];
-  mpi_errors_.fetch_add(1, std::memory_order_relaxed);
+  note_mpi_error(rc);
   post_errors_.fetch_add(1, std::memory_order_relaxed);
   s.post_errors.fetch_add(1, std::memory_order_relaxed);
-  int cls = 0;
-  MPI_Error_class(rc, &cls);
-  last_error_class_.store(cls, std::memory_order_relaxed);
   requests_[static_cast<std::size_t>(g)] = MPI_REQUEST_NULL;
   retry_after_ = Clock::now() + std::chrono::milliseconds(1);
 }
