@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <omgs/runtime.hpp>
+#include <omgs/detail/kokkos_helpers.hpp>
 #include <omgs/select.hpp>
 
 namespace omgs {
