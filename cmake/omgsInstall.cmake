@@ -35,6 +35,9 @@ foreach(_v "Open MPI" "MVAPICH" "Intel" "Cray" "MPICH")  # derived ones before M
     set(OMGS_MPI_VENDOR "${_v}")
   endif()
 endforeach()
+# The C++ runtime a C-only consumer of a static libomgs must link (the C linker omits it).
+set(OMGS_CXX_RUNTIME_LIBS "${CMAKE_CXX_IMPLICIT_LINK_LIBRARIES}")
+set(OMGS_CXX_RUNTIME_DIRS "${CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES}")
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/omgsConfig.cmake.in
   ${PROJECT_BINARY_DIR}/omgsConfig.cmake
   INSTALL_DESTINATION ${OMGS_INSTALL_CMAKEDIR})

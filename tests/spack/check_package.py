@@ -8,12 +8,22 @@ compared with the options the CMake files really define:
   - every OMGS_ENABLE_* option of the build is set by the recipe, unless it is a developer
     option listed below;
   - every variant named in define_from_variant exists;
-  - the required base classes, dependencies, methods and the repository layout are there.
+  - the required base classes, dependencies, methods and the repository layout are there;
+  - the recipe's directives pass the dependency rules of `spack audit packages` (variants,
+    values, versions of kokkos and kokkos-kernels): audit_dependencies.py.
+
+  check_package.py [--spack-packages DIR [--write-snapshot]]
+DIR (or $OMGS_SPACK_PACKAGES) is a spack/spack-packages checkout to audit against instead of
+the snapshot; --write-snapshot records it in builtin_snapshot.json.
 """
+import argparse
+import json
 import ast
 import os
 import re
 import sys
+
+import audit_dependencies
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PACKAGE = os.path.join(ROOT, "spack", "spack_repo", "omgs", "packages", "omgs", "package.py")
@@ -22,7 +32,7 @@ STANDARD_VARIABLES = {"BUILD_SHARED_LIBS", "CMAKE_CXX_COMPILER", "Kokkos_ROOT",
                       "KokkosKernels_ROOT", "MPIEXEC_EXECUTABLE", "MPIEXEC_NUMPROC_FLAG",
                       "MPIEXEC_PREFLAGS"}
 DEVELOPER_OPTIONS = {"OMGS_ENABLE_WARNINGS_AS_ERRORS"}  # not for installs
-REQUIRED_DEPENDENCIES = ["cxx", "mpi", "kokkos@4:", "kokkos-kernels", "hwloc@2:", "catch2"]
+REQUIRED_DEPENDENCIES = ["cxx", "mpi", "kokkos@3.4:4", "kokkos-kernels@3.4:4", "hwloc@2:", "catch2"]
 REQUIRED_VARIANTS = {"openmp", "hwloc", "examples", "shared"}
 
 errors = []
@@ -121,9 +131,11 @@ def main():
         error("Kokkos 4 + CUDA needs depends_on('kokkos+cuda_lambda', when='+cuda')")
     if not any("cuda_arch=" in d for d in depends) or not any("amdgpu_target=" in d for d in depends):
         error("cuda_arch / amdgpu_target must be propagated to Kokkos")
-    # The programs the spack tests run must be programs the build installs.
+    # The programs the spack tests run must be programs the build installs (or the consumer
+    # projects the tests build).
     installed = set()
-    for sub in ("examples", os.path.join("src", "tools")):
+    consumers = [os.path.join("tests", "consumer", d) for d in ("cxx", "c")]
+    for sub in ["examples", os.path.join("src", "tools")] + consumers:
         cm = open(os.path.join(ROOT, sub, "CMakeLists.txt")).read()
         installed |= set(re.findall(r"add_executable\(\s*([A-Za-z0-9_-]+)", cm))
     for prog in sorted(set(re.findall(r'"(omgs-[a-z-]+)"', text))):
@@ -138,7 +150,33 @@ def main():
     print(f"OMGS options in the build: {sorted(o for o in options if o.startswith('OMGS_'))}")
 
 
+
+def audit(args):
+    spack_packages = args.spack_packages or os.environ.get("OMGS_SPACK_PACKAGES")
+    snapshot = audit_dependencies.load_snapshot(spack_packages)
+    if args.write_snapshot:
+        if not spack_packages:
+            error("--write-snapshot needs --spack-packages DIR")
+            return
+        with open(audit_dependencies.SNAPSHOT, "w") as f:
+            json.dump(snapshot, f, indent=1, sort_keys=True)
+            f.write("\n")
+    recipe = audit_dependencies.load_recipe(ROOT, snapshot, spack_packages)
+    problems = audit_dependencies.audit(recipe, snapshot)
+    for p in audit_dependencies.self_test(snapshot):
+        error(p)
+    for p in problems:
+        error(f"audit: {p}")
+    print(f"audit against spack-packages {snapshot['spack_packages_commit'][:12]}"
+          f" ({'checkout' if spack_packages else 'snapshot'}): {len(problems)} problem(s),"
+          f" {len(recipe.directives)} directives read")
+
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--spack-packages", help="a spack/spack-packages checkout")
+parser.add_argument("--write-snapshot", action="store_true")
 main()
+audit(parser.parse_args())
 for e in errors:
     print("error:", e, file=sys.stderr)
 sys.exit(1 if errors else 0)

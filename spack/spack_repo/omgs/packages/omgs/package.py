@@ -1,6 +1,7 @@
 # Spack package for omgs (Spack >= 1.0, package API v2.0).
 #   spack repo add ./spack/spack_repo/omgs
 #   spack install omgs+cuda cuda_arch=90 ^openmpi
+# docs/packaging.md: the checks, the externals for an offline install.
 from spack_repo.builtin.build_systems.cmake import CMakePackage
 from spack_repo.builtin.build_systems.cuda import CudaPackage
 from spack_repo.builtin.build_systems.rocm import ROCmPackage
@@ -31,23 +32,26 @@ class Omgs(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("c", type="build")
     depends_on("cmake@3.20:", type="build")
     depends_on("mpi")
-    depends_on("kokkos@4:")
-    depends_on("kokkos-kernels@4:")
+    # Kokkos 3.4 (Serial) and 4.x are what omgs is built and tested with; Kokkos 5 (C++20)
+    # is not yet. Kokkos Kernels follows Kokkos' version.
+    depends_on("kokkos@3.4:4")
+    depends_on("kokkos-kernels@3.4:4")
     depends_on("hwloc@2:", when="+hwloc")
     depends_on("pkgconfig", type="build", when="+hwloc")
     depends_on("catch2", type="test")
 
-    depends_on("kokkos+openmp", when="+openmp")
+    # Device variants as kokkos-kernels expresses them: its backend variants (openmp, cuda
+    # with cuda_arch) are set alongside Kokkos'; it has no ROCm variant and follows
+    # ^kokkos+rocm, so +rocm only reaches Kokkos.
+    depends_on("kokkos@4: +openmp", when="+openmp")
     depends_on("kokkos-kernels+openmp", when="+openmp")
-    # Kokkos 4 requires extended lambdas on CUDA; the device kernels use KOKKOS_LAMBDA.
-    depends_on("kokkos+cuda+cuda_lambda+wrapper", when="+cuda")
-    depends_on("kokkos-kernels+cuda", when="+cuda")
+    # Kokkos 4 + CUDA: extended lambdas (the device kernels use KOKKOS_LAMBDA), nvcc_wrapper.
     for _arch in CudaPackage.cuda_arch_values:
-        depends_on(f"kokkos cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch}")
-    depends_on("kokkos+rocm", when="+rocm")
-    depends_on("kokkos-kernels+rocm", when="+rocm")
+        with when(f"+cuda cuda_arch={_arch}"):
+            depends_on(f"kokkos@4: +cuda+cuda_lambda+wrapper cuda_arch={_arch}")
+            depends_on(f"kokkos-kernels+cuda cuda_arch={_arch}")
     for _target in ROCmPackage.amdgpu_targets:
-        depends_on(f"kokkos amdgpu_target={_target}", when=f"+rocm amdgpu_target={_target}")
+        depends_on(f"kokkos@4: +rocm amdgpu_target={_target}", when=f"+rocm amdgpu_target={_target}")
 
     conflicts("+cuda", when="+rocm", msg="choose one device backend")
 
@@ -62,10 +66,15 @@ class Omgs(CMakePackage, CudaPackage, ROCmPackage):
             self.define("Kokkos_ROOT", spec["kokkos"].prefix),
             self.define("KokkosKernels_ROOT", spec["kokkos-kernels"].prefix),
         ]
-        # Device code must be compiled by the compiler Kokkos was built for: kokkos_cxx is
-        # nvcc_wrapper for +cuda, hipcc (or the HIP-capable clang) for +rocm.
-        if spec.satisfies("+cuda") or spec.satisfies("+rocm"):
-            args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].kokkos_cxx))
+        # Device code is compiled by the compiler Kokkos was built for, chosen the way
+        # kokkos-kernels chooses it: hipcc for ^kokkos+rocm (unless Kokkos was built by a
+        # HIP-capable clang), else kokkos_cxx (nvcc_wrapper for +cuda, the C++ compiler).
+        if spec.satisfies("^kokkos+rocm") and not (
+            spec.satisfies("^kokkos %cxx=clang") or spec.satisfies("^kokkos %cxx=rocmcc")
+        ):
+            args.append(self.define("CMAKE_CXX_COMPILER", spec["hip"].hipcc))
+        else:
+            args.append(self.define("CMAKE_CXX_COMPILER", self["kokkos"].kokkos_cxx))
         if self.run_tests:
             args.extend(self._mpiexec_args())
         return args
@@ -90,16 +99,18 @@ class Omgs(CMakePackage, CudaPackage, ROCmPackage):
         assert "optimal" in out
 
     def test_consumer_two_ranks(self):
-        """build a downstream CMake project against the install and run it on 2 ranks"""
+        """build downstream CMake projects (C++ only, C only) against the install, 2 ranks"""
         src = join_path(self.test_suite.current_test_cache_dir, "tests", "consumer")
-        with working_dir("consumer-build", create=True):
-            cmake = which(self.spec["cmake"].prefix.bin.cmake)
-            cmake(join_path(src, "cmake"), f"-DCMAKE_PREFIX_PATH={self.prefix}")
-            cmake("--build", ".")
-            mpiexec = which(join_path(self.spec["mpi"].prefix.bin, "mpiexec"))
-            model = join_path(self.prefix.share, "omgs", "models", "resnet50.csv")
-            out = mpiexec("-n", "2", "./omgs-consumer", model, output=str.split, error=str.split)
-            assert "rank 1 of 2" in out
+        cmake = which(self.spec["cmake"].prefix.bin.cmake)
+        mpiexec = which(join_path(self.spec["mpi"].prefix.bin, "mpiexec"))
+        model = join_path(self.prefix.share, "omgs", "models", "resnet50.csv")
+        for shape, program, expect in [("cxx", "omgs-consumer", "planned 161 tensors"),
+                                       ("c", "omgs-consumer-c", "0 wrong")]:
+            with working_dir(f"consumer-{shape}", create=True):
+                cmake(join_path(src, shape), f"-DCMAKE_PREFIX_PATH={self.prefix}")
+                cmake("--build", ".")
+                out = mpiexec("-n", "2", f"./{program}", model, output=str, error=str)
+                assert "rank 1 of 2" in out and expect in out, out
 
     def test_train_synthetic(self):
         """run the example training job (ResNet-50 shapes, shrunk) on 2 ranks"""
