@@ -20,7 +20,8 @@ cluster_launch() {
     mpich)
       sed 's/ slots=1$/:1/' "$hostfile" >"$hostfile.mpich"
       launch=(mpiexec.mpich -n "$n" -f "$hostfile.mpich" -launcher ssh -launcher-exec "$agent"
-        -iface eth0 -genv FI_TCP_IFACE eth0 -genv FI_SOCKETS_IFACE eth0)
+        -iface eth0 -genv UCX_TLS tcp -genv UCX_NET_DEVICES eth0 -genv FI_PROVIDER tcp
+        -genv FI_TCP_IFACE eth0)
       ;;
     *) cluster_die 2 "--mpi '$mpi' must be openmpi or mpich" ;;
   esac

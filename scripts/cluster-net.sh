@@ -38,7 +38,7 @@ cluster_check_delay() {
 
 cluster_need_host_support() {
   [ "$(id -u)" -eq 0 ] || cluster_die 77 "must run as root (network namespaces and tc need it)"
-  omgs_ensure_apt_packages iproute2 util-linux iputils-ping iperf3
+  omgs_ensure_apt_packages iproute2 util-linux
   command -v tc >/dev/null 2>&1 || cluster_die 77 "tc is missing (install iproute2)"
   local probe="omgsprobe$$" err
   if ! err="$(ip netns add "$probe" 2>&1)"; then
@@ -134,7 +134,7 @@ cluster_shape() {
   if [[ "$delay" =~ ^0+[a-z]*$ ]]; then
     return 0
   fi
-  tc -n "$ns" qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$delay" limit 100000 ||
+  tc -n "$ns" qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$delay" limit 100000 2>/dev/null ||
     cluster_die 1 "--delay needs tc's netem, which this kernel lacks (CONFIG_NET_SCH_NETEM)"
 }
 

@@ -7,6 +7,7 @@
 #   ./scripts/cluster.sh run N [--mpi openmpi|mpich] [--rate R] [--delay D] [--private] -- CMD ARGS...
 #   ./scripts/cluster.sh check                           throughput and RTT host 1 -> host 2
 #   ./scripts/cluster.sh down                            removes the namespaces, mounts, state
+#   ./scripts/cluster.sh supported                       exit 0 if this machine can emulate
 #
 # --name NAME (before the subcommand's arguments, default omgs or $OMGS_CLUSTER_NAME) picks the
 # cluster. `run` uses that cluster if it is up with >= N hosts; otherwise (or with --private)
@@ -88,6 +89,7 @@ cmd_run() {
 
 cmd_check() {
   cluster_need_host_support
+  omgs_ensure_apt_packages iputils-ping iperf3
   [ "$(cluster_hosts "$CLUSTER_NAME")" -ge 2 ] ||
     cluster_die 1 "check: cluster '$CLUSTER_NAME' is not up with 2 hosts (run: $0 up 2)"
   cluster_measure "$CLUSTER_NAME"
@@ -114,6 +116,7 @@ main() {
       cluster_remove "$CLUSTER_NAME"
       cluster_log "cluster '$CLUSTER_NAME' down"
       ;;
+    supported) cluster_need_host_support ;;
     -h | --help | help) usage ;;
     *) cluster_die 2 "unknown subcommand '$sub' (up, run, check, down; see --help)" ;;
   esac
