@@ -75,6 +75,7 @@ cluster_proc_id() {
   stat="${stat##*) }"
   # shellcheck disable=SC2086 # split the fields of /proc/PID/stat
   set -- $stat
+  case "$1" in Z | X) return 1 ;; esac # a zombie is a dead owner
   echo "${20}"
 }
 cluster_owner_alive() {
