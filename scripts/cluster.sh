@@ -9,7 +9,7 @@
 #   ./scripts/cluster.sh down                            removes the namespaces, mounts, state
 #   ./scripts/cluster.sh supported                       exit 0 if this machine can emulate
 #
-# --name NAME (before the subcommand's arguments, default omgs or $OMGS_CLUSTER_NAME) picks the
+# --name NAME before the subcommand (default omgs, or $OMGS_CLUSTER_NAME) picks the
 # cluster. `run` uses that cluster if it is up with >= N hosts; otherwise (or with --private)
 # it brings up a private one for the job and removes it when the job ends, fails or is
 # interrupted. Clusters whose owner died (kill -9) are removed by the next `up` or `run`.
@@ -76,6 +76,8 @@ cmd_run() {
       "using a private one"
     CLUSTER_NAME="r$$"
     trap 'cluster_stop_job; cluster_remove "$CLUSTER_NAME"' EXIT
+  else
+    cluster_log "on cluster '$CLUSTER_NAME' ($(cat "$CLUSTER_STATE/$CLUSTER_NAME/rate") links)"
   fi
   trap 'exit 130' INT
   trap 'exit 143' TERM
