@@ -87,7 +87,10 @@ std::string plan_to_json(const Plan& plan, const std::vector<LayerSpec>& layers,
                   ", \"workers\": " + std::to_string(config.workers) +
                   ", \"density\": " + json_number(config.density) +
                   ", \"layers\": " + std::to_string(layers.size()) +
-                  ", \"num_groups\": " + std::to_string(plan.groups.size()) + ",\n \"groups\": [";
+                  ", \"num_groups\": " + std::to_string(plan.groups.size()) +
+                  ", \"status\": " + json_quote(to_string(plan.status)) +
+                  ", \"gap_bound_s\": " + json_number(plan.gap_bound_s) +
+                  ", \"status_note\": " + json_quote(plan.status_note) + ",\n \"groups\": [";
   for (std::size_t g = 0; g < plan.groups.size(); ++g) {
     s += g == 0 ? "\n  [" : ",\n  [";
     const Group& gr = plan.groups[g];
