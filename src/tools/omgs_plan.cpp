@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -126,25 +127,28 @@ std::string ratio(double v) {
   return buf;
 }
 
-// Prints rows under a header with every column as wide as its widest cell: numbers
-// right-aligned, the last column (names) left-aligned and not padded.
-void print_table(std::ostream& os, const std::vector<std::vector<std::string>>& rows,
-                 bool last_left) {
+using Row = std::vector<std::string>;
+
+// Prints `count` rows (row(0) is the header) with every column as wide as its widest
+// cell: numbers right-aligned, the last column (names) left-aligned and not padded. Two
+// passes over row(i), so that a plan of a million groups is not held as text.
+void print_table(std::ostream& os, std::size_t count, const std::function<Row(std::size_t)>& row) {
   std::vector<std::size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()), 0);
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  for (std::size_t i = 0; i < count; ++i) {
+    const Row r = row(i);
+    width.resize(std::max(width.size(), r.size()), 0);
+    for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
   }
-  for (const auto& row : rows) {
-    std::string line = " ";
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      const bool left = last_left && c + 1 == row.size();
+  std::string line;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Row r = row(i);
+    line = " ";
+    for (std::size_t c = 0; c < r.size(); ++c) {
       line += ' ';
-      if (left) {
-        line += row[c];
+      if (c + 1 == r.size()) {
+        line += r[c];
       } else {
-        line += std::string(width[c] - row[c].size(), ' ') + row[c];
-        if (c + 1 < row.size()) line += ' ';
+        line += std::string(width[c] - r[c].size(), ' ') + r[c] + ' ';
       }
     }
     os << line << "\n";
@@ -171,35 +175,43 @@ void print_plan_table(std::ostream& os, const omgs::Plan& plan,
      << seconds(t.compute_end_s) << " s, communication not hidden "
      << seconds(t.non_overlapped_comm_s) << " s)\n";
   print_status(os, plan);
-  std::vector<std::vector<std::string>> rows = {{"group", "layers", "numel", "topk_end_s",
-                                                 "comm_start_s", "comm_end_s",
-                                                 "first .. last (backward order)"}};
-  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+  print_table(os, plan.groups.size() + 1, [&](std::size_t i) -> Row {
+    if (i == 0)
+      return {"group",
+              "layers",
+              "numel",
+              "topk_end_s",
+              "comm_start_s",
+              "comm_end_s",
+              "first .. last (backward order)"};
+    const std::size_t g = i - 1;
     const omgs::Group& gr = plan.groups[g];
     const omgs::GroupTiming& gt = t.groups[g];
-    rows.push_back({std::to_string(g), std::to_string(gr.end - gr.begin), std::to_string(gr.numel),
-                    seconds(gt.topk_end_s), seconds(gt.comm_start_s), seconds(gt.comm_end_s),
-                    group_label(layers, gr)});
-  }
-  print_table(os, rows, true);
+    return {std::to_string(g),      std::to_string(gr.end - gr.begin), std::to_string(gr.numel),
+            seconds(gt.topk_end_s), seconds(gt.comm_start_s),          seconds(gt.comm_end_s),
+            group_label(layers, gr)};
+  });
 }
 
 void print_comparison(std::ostream& os, const std::vector<omgs::Plan>& plans) {
   double layerwise = 0.0;
   for (const omgs::Plan& p : plans)
     if (p.planner == omgs::Planner::layerwise) layerwise = p.predicted.iteration_end_s;
-  std::vector<std::vector<std::string>> rows = {{"planner", "groups", "iteration_s", "compute_s",
-                                                 "not_hidden_comm_s", "comm_total_s",
-                                                 "speedup_vs_layerwise", "status"}};
-  for (const omgs::Plan& p : plans) {
+  print_table(os, plans.size() + 1, [&](std::size_t i) -> Row {
+    if (i == 0)
+      return {"planner",           "groups",       "iteration_s",          "compute_s",
+              "not_hidden_comm_s", "comm_total_s", "speedup_vs_layerwise", "status"};
+    const omgs::Plan& p = plans[i - 1];
     const omgs::Timeline& t = p.predicted;
-    rows.push_back({std::string(omgs::to_string(p.planner)), std::to_string(p.groups.size()),
-                    seconds(t.iteration_end_s), seconds(t.compute_end_s),
-                    seconds(t.non_overlapped_comm_s), seconds(t.comm_total_s),
-                    ratio(t.iteration_end_s > 0 ? layerwise / t.iteration_end_s : 1.0),
-                    std::string(omgs::to_string(p.status))});
-  }
-  print_table(os, rows, true);
+    return {std::string(omgs::to_string(p.planner)),
+            std::to_string(p.groups.size()),
+            seconds(t.iteration_end_s),
+            seconds(t.compute_end_s),
+            seconds(t.non_overlapped_comm_s),
+            seconds(t.comm_total_s),
+            ratio(t.iteration_end_s > 0 ? layerwise / t.iteration_end_s : 1.0),
+            std::string(omgs::to_string(p.status))};
+  });
   for (const omgs::Plan& p : plans) print_status(os, p);
 }
 
