@@ -206,9 +206,10 @@ OptimalResult search_optimal(const std::vector<LayerSpec>& layers, const PerfMod
     r.status = PlanStatus::fallback;
     r.gap_bound_s = -1.0;
     r.note = "optimal search skipped: " + std::to_string(L) + " layers need " +
-             number("%.3g", pairs) + " model evaluations and fronts of at least 2 states, over " +
-             "the work budget of " + number("%.3g", double(budget.max_work)) +
-             "; the MGS plan is used";
+             number("%.3g", pairs) + " model evaluations and fronts of at least 2 states, " +
+             "over the budget (max_work " + number("%.3g", double(budget.max_work)) +
+             ", max_states " + number("%.3g", double(budget.max_states)) +
+             "); the MGS plan is used";
     return r;
   }
   const auto front_cap = static_cast<std::size_t>(cap);

@@ -105,7 +105,8 @@ TEST_CASE("optimal: past its work budget it falls back to MGS", "[plan][planners
   budget.max_work = 3 * (60 * 61 / 2) - 1;
   const omgs::Plan skipped = omgs::make_plan(Planner::optimal, layers, ref, config, budget);
   CHECK(skipped.status == PlanStatus::fallback);
-  CHECK_THAT(skipped.status_note, Catch::Contains("over the work budget of 5.49e+03"));
+  CHECK_THAT(skipped.status_note,
+             Catch::Contains("over the budget (max_work 5.49e+03, max_states 2.1e+06)"));
   CHECK(skipped.groups.size() == mgs_groups(layers));
   budget.max_work += 1;
   CHECK(omgs::make_plan(Planner::optimal, layers, ref, config, budget).status !=
