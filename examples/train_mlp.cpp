@@ -32,9 +32,20 @@
 
 #include <omgs/omgs.hpp>
 
+#include "bounded_mpi.hpp"
+
 // Kernels live in a named namespace: nvcc does not allow extended (KOKKOS_LAMBDA) lambdas
 // in functions with internal linkage.
 namespace omgs_train_mlp {
+
+double collective_timeout_s = 300.0;  // --collective-timeout
+
+/// MPI_Allreduce (sum) bounded by --collective-timeout: past it the job is aborted.
+void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm,
+               const char* what) {
+  omgs_examples::allreduce_or_abort(send, recv, count, type, MPI_SUM, comm, "omgs-train-mlp", what,
+                                    collective_timeout_s);
+}
 
 using Exec = omgs::ExecSpace;
 using Mem = omgs::DeviceMemory;
@@ -95,6 +106,8 @@ constexpr const char* usage_text =
     "  --tolerance T   allowed excess of the sparse loss over the dense, in percent (default 5)\n"
     "  --seed S        data and weight seed (default 42)\n"
     "  --quiet         print only the verdict line\n"
+    "  --collective-timeout S  bound of this program's own allreduces: past it the job is\n"
+    "                  aborted, naming the allreduce (default 300)\n"
     "  --help          this text\n";
 
 struct Args {
@@ -156,6 +169,7 @@ int parse_args(int argc, char** argv, int rank, Args& a) {
         {"--noise", 0, 1e3, false, "a number in [0, 1000]"},
         {"--tolerance", 0, 1e6, false, "a percentage >= 0"},
         {"--seed", 0, 4294967295.0, true, "an integer in [0, 2^32)"},
+        {"--collective-timeout", 1e-3, 1e6, false, "a number of seconds in (0, 1e6]"},
     };
     const Spec* spec = nullptr;
     for (const Spec& s : specs)
@@ -178,6 +192,7 @@ int parse_args(int argc, char** argv, int rank, Args& a) {
     if (opt == "--noise") a.noise = v;
     if (opt == "--tolerance") a.tolerance_pct = v;
     if (opt == "--seed") a.seed = static_cast<std::uint32_t>(v);
+    if (opt == "--collective-timeout") collective_timeout_s = v;
   }
   const double params = static_cast<double>(a.hidden) * (a.dim + a.hidden + a.classes + 2) +
                         static_cast<double>(a.classes);
@@ -463,7 +478,7 @@ struct TrainingFailed {
 double epoch_loss(const Problem& p) {
   double local[2] = {sum_of(p.sample_loss), static_cast<double>(p.sample_loss.extent(0))};
   double global[2] = {0, 0};
-  MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, p.comm);
+  allreduce(local, global, 2, MPI_DOUBLE, p.comm, "the epoch loss allreduce");
   return global[0] / global[1];
 }
 
@@ -475,7 +490,7 @@ double evaluate(const Problem& p, const Run& r) {
   forward(r.params, p.shapes, ex, p.eval_act);
   const auto labels = Kokkos::subview(p.eval_y, std::make_pair(begin, begin + count));
   long correct = count_correct(p.eval_act.logits, labels);
-  MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_LONG, MPI_SUM, p.comm);
+  allreduce(MPI_IN_PLACE, &correct, 1, MPI_LONG, p.comm, "the accuracy allreduce");
   return static_cast<double>(correct) / static_cast<double>(p.eval_x.extent(0));
 }
 
@@ -494,12 +509,12 @@ void dense_epoch(const Problem& p, Run& r, const Vec& flat_grad, const Vec::Host
     backward(r.params, p.shapes, x, p.act, r.grads, no_op);
     Exec().fence();
     if constexpr (host_ok) {
-      MPI_Allreduce(MPI_IN_PLACE, flat_grad.data(), static_cast<int>(flat_grad.extent(0)),
-                    MPI_FLOAT, MPI_SUM, p.comm);
+      allreduce(MPI_IN_PLACE, flat_grad.data(), static_cast<int>(flat_grad.extent(0)), MPI_FLOAT,
+                p.comm, "the dense gradient allreduce");
     } else {
       Kokkos::deep_copy(host_grad, flat_grad);
-      MPI_Allreduce(MPI_IN_PLACE, host_grad.data(), static_cast<int>(host_grad.extent(0)),
-                    MPI_FLOAT, MPI_SUM, p.comm);
+      allreduce(MPI_IN_PLACE, host_grad.data(), static_cast<int>(host_grad.extent(0)), MPI_FLOAT,
+                p.comm, "the dense gradient allreduce");
       Kokkos::deep_copy(flat_grad, host_grad);
     }
     sgd(r.params, flat_grad, lr / static_cast<float>(p.size));

@@ -29,10 +29,18 @@
 
 #include <omgs/omgs.hpp>
 
+#include "bounded_mpi.hpp"
+
 namespace {
 
 using Exec = omgs::ExecSpace;
 using Mem = omgs::DeviceMemory;
+using omgs_examples::allreduce_or_abort;
+using omgs_examples::barrier_or_abort;
+using omgs_examples::wait_or_abort;
+
+constexpr const char* program = "omgs-train-synthetic";
+double collective_timeout_s = 300.0;  // --collective-timeout
 
 constexpr const char* usage_text =
     "usage: omgs-train-synthetic [--model NAME|FILE.csv] [options]\n"
@@ -54,7 +62,11 @@ constexpr const char* usage_text =
     "  --trace PREFIX      Chrome trace per method and rank: PREFIX.<method>.<rank>.json\n"
     "  --svg PREFIX        predicted vs measured Gantt chart per method (rank 0):\n"
     "                      PREFIX.<method>.svg\n"
-    "  --quiet             only the final table\n";
+    "  --quiet             only the final table\n"
+    "  --collective-timeout S  bound of this program's own collectives: past it the job is\n"
+    "                      aborted, naming the collective (default 300)\n"
+    "  --test-leave RANK   (fault injection) rank RANK leaves the job after its first dense\n"
+    "                      iteration, as a rank that failed would\n";
 
 [[noreturn]] void usage_error(int rank, const std::string& message) {
   if (rank == 0) std::fprintf(stderr, "omgs-train-synthetic: error: %s\n", message.c_str());
@@ -74,6 +86,7 @@ struct Args {
   double numel_scale = 1.0;
   std::string trace, svg;
   bool quiet = false;
+  int test_leave = -1;
 };
 
 double number(int rank, const std::string& opt, const std::string& text, double lo, double hi) {
@@ -133,6 +146,10 @@ Args parse_args(int argc, char** argv, int rank) {
       a.svg = value();
     } else if (opt == "--quiet") {
       a.quiet = true;
+    } else if (opt == "--collective-timeout") {
+      collective_timeout_s = number(rank, opt, value(), 1e-3, 1e6);
+    } else if (opt == "--test-leave") {
+      a.test_leave = static_cast<int>(number(rank, opt, value(), 0, 1e6));
     } else {
       usage_error(rank, "unknown option '" + opt + "' (see --help)");
     }
@@ -217,7 +234,8 @@ KernelCost calibrate_kernel(MPI_Comm comm) {
   const double t0 = time(0), t16 = time(16);
   double c[2] = {t0 / n, std::max(1e-12, (t16 - t0) / (16.0 * n))}, g[2];
   // The slowest rank's costs, so every rank emulates the same times.
-  MPI_Allreduce(c, g, 2, MPI_DOUBLE, MPI_MAX, comm);
+  allreduce_or_abort(c, g, 2, MPI_DOUBLE, MPI_MAX, comm, program,
+                     "the kernel calibration's allreduce", collective_timeout_s);
   return {g[0], g[1]};
 }
 
@@ -255,8 +273,20 @@ struct Result {
 
 double max_over_ranks(MPI_Comm comm, double v) {
   double m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
+  allreduce_or_abort(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm, program, "an allreduce of the timings",
+                     collective_timeout_s);
   return m;
+}
+
+// nonfinite_gradient and plan_failed are agreed by every rank: all throw and exit
+// cleanly. Anything else (comm_failed above all) may be this rank's alone: a peer may be
+// gone, so MPI_Finalize could hang; abort the job.
+void fail_iteration(omgs::Status s, const std::string& error, const std::string& planner, int it) {
+  const std::string msg = "[" + planner + "] iteration " + std::to_string(it) + ": " +
+                          std::string(omgs::to_string(s)) + ": " + error;
+  if (s == omgs::Status::nonfinite_gradient || s == omgs::Status::plan_failed)
+    throw omgs::Error(msg);
+  omgs_examples::abort_job(MPI_COMM_WORLD, program, msg);
 }
 
 Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
@@ -278,10 +308,10 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
       emulate_layer(rt.gradient(l), seed_of(rank, it, l), reps[l]);
       Exec().fence();  // the gradient exists before omgs is told
       const omgs::Status s = rt.ready(l);
-      if (s != omgs::Status::ok) throw omgs::Error(rt.last_error());
+      if (s != omgs::Status::ok) fail_iteration(s, rt.last_error(), planner, it);
     }
     const omgs::IterationStats st = rt.finish();
-    if (st.status != omgs::Status::ok) throw omgs::Error(rt.last_error());
+    if (st.status != omgs::Status::ok) fail_iteration(st.status, rt.last_error(), planner, it);
     const double iter = max_over_ranks(MPI_COMM_WORLD, st.iteration_s);
     const double wait = max_over_ranks(MPI_COMM_WORLD, st.finish_wait_s);
     const double sparsify = max_over_ranks(MPI_COMM_WORLD, st.sparsify_s);
@@ -319,7 +349,7 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   for (int it = 0; it < args.warmup + args.iterations; ++it) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    barrier_or_abort(MPI_COMM_WORLD, program, "the dense baseline's barrier", collective_timeout_s);
     const double t0 = now_s();
     for (std::size_t l = L; l-- > 0;) {
       const auto range = std::make_pair(offset[l], offset[l + 1]);
@@ -333,10 +363,16 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
       MPI_Testsome(static_cast<int>(L), req.data(), &done, indices.data(), MPI_STATUSES_IGNORE);
     }
     const double t1 = now_s();
-    MPI_Waitall(static_cast<int>(L), req.data(), MPI_STATUSES_IGNORE);
+    wait_or_abort(static_cast<int>(L), req.data(), MPI_COMM_WORLD, program,
+                  "the dense baseline's MPI_Iallreduce", collective_timeout_s);
     const float inv = 1.0f / static_cast<float>(size);
     for (std::size_t i = 0; i < offset[L]; ++i) host(i) *= inv;
     Kokkos::deep_copy(grad, host);
+    if (it == 0 && rank == args.test_leave) {  // fault injection: this rank leaves
+      std::fprintf(stderr, "%s: rank %d: leaving the job (--test-leave)\n", program, rank);
+      MPI_Finalize();
+      std::_Exit(0);
+    }
     const double t2 = now_s();
     const double iter = max_over_ranks(MPI_COMM_WORLD, t2 - t0);
     const double wait = max_over_ranks(MPI_COMM_WORLD, t2 - t1);
@@ -397,6 +433,8 @@ int main(int argc, char** argv) {
                   backward, Exec::name(),
                   provided == MPI_THREAD_MULTIPLE ? "MULTIPLE" : "below MULTIPLE (inline)");
     }
+    // A bad --perf is reported now, not after the dense baseline has run.
+    if (args.perf != "calibrate") omgs::make_perf_model(args.perf)->check_workers(size);
     std::vector<Result> results;
     if (args.dense) results.push_back(run_dense(args, layers, reps, rank));
     for (const std::string& p : args.planners)

@@ -3,6 +3,7 @@
 // no Kokkos, so it is usable (and tested) on its own.
 #pragma once
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <iosfwd>
@@ -172,11 +173,39 @@ struct PlanConfig {
   std::uint64_t threshold_numel = 8192;  ///< the threshold planner's group size
 };
 
+/// How a plan relates to what its planner promises. Only the optimal planner, which is
+/// bounded by an OptimalBudget, ever reports anything but `complete`.
+enum class PlanStatus {
+  complete,     ///< the planner ran as specified (for optimal: the proven optimum)
+  approximate,  ///< optimal search with thinned Pareto fronts: within gap_bound_s of optimum
+  fallback,     ///< optimal search over budget: the MGS grouping is returned instead
+};
+OMGS_EXPORT std::string_view to_string(PlanStatus status);
+
 struct Plan {
   Planner planner = Planner::mgs;
   std::vector<Group> groups;                ///< plan order: groups[0] holds layer L-1
   std::vector<std::size_t> group_of_layer;  ///< layer index -> group index
   Timeline predicted;                       ///< the timeline model applied to `groups`
+  PlanStatus status = PlanStatus::complete;
+  /// approximate: predicted.iteration_end_s - optimum <= gap_bound_s (proven bound);
+  /// 0 when complete; not known (reported as -1) after a fallback.
+  double gap_bound_s = 0.0;
+  std::string status_note;  ///< why the plan is approximate or a fallback; empty if complete
+};
+
+/// Limits of the optimal planner. All are counts, not clocks, so every rank that plans
+/// the same inputs gets the same plan. With pairs = L(L+1)/2, each boundary's Pareto front
+/// is capped at F = min(max_front, (max_work - pairs) / pairs, max_states / (3 (L+1)))
+/// states: time is O(max_work) (pairs model evaluations plus at most pairs * F state
+/// updates, 10-50 ns each on a 2-core VM: about a second) and memory O(max_states).
+/// A front that grows larger than F is thinned, and the error this can cause is bounded
+/// and reported (PlanStatus::approximate); if F would be below 2 the search is skipped
+/// and MGS is used (PlanStatus::fallback): by default for more than 4,471 layers.
+struct OptimalBudget {
+  std::size_t max_front = SIZE_MAX;               ///< upper limit of F (for tests and experiments)
+  std::uint64_t max_work = 30'000'000;            ///< model evaluations plus state updates
+  std::size_t max_states = std::size_t{1} << 21;  ///< 32 bytes each: 64 MiB
 };
 
 /// The timeline model of the MGS paper applied to any grouping (plan order, covering every
@@ -191,9 +220,11 @@ OMGS_EXPORT Plan make_plan_from_groups(Planner planner, const std::vector<LayerS
                                        std::vector<Group> groups, const PerfModel& model,
                                        const PlanConfig& config);
 
-/// Validates the inputs, runs the planner and predicts its timeline.
+/// Validates the inputs, runs the planner and predicts its timeline. The optimal planner
+/// runs under `budget` (see Plan::status).
 OMGS_EXPORT Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers,
-                           const PerfModel& model, const PlanConfig& config);
+                           const PerfModel& model, const PlanConfig& config,
+                           const OptimalBudget& budget = {});
 
 /// The groupings themselves (plan order). make_plan calls these after validation.
 OMGS_EXPORT std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers,
@@ -203,7 +234,18 @@ OMGS_EXPORT std::vector<Group> groups_single(const std::vector<LayerSpec>& layer
 OMGS_EXPORT std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
                                                 std::uint64_t threshold_numel);
 /// Minimum predicted iteration end over all partitions into consecutive groups (dynamic
-/// programming over group boundaries with the Pareto front of (compute end, comm end)).
+/// programming over group boundaries with the Pareto front of (compute end, comm end)),
+/// bounded by `budget`: see OptimalResult and docs/reliability.md.
+struct OptimalResult {
+  std::vector<Group> groups;  ///< plan order
+  PlanStatus status = PlanStatus::complete;
+  double gap_bound_s = 0.0;  ///< as Plan::gap_bound_s
+  std::string note;          ///< as Plan::status_note
+};
+OMGS_EXPORT OptimalResult search_optimal(const std::vector<LayerSpec>& layers,
+                                         const PerfModel& model, const PlanConfig& config,
+                                         const OptimalBudget& budget = {});
+/// search_optimal(...).groups.
 OMGS_EXPORT std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers,
                                               const PerfModel& model, const PlanConfig& config);
 /// The same optimum by trying all 2^(L-1) partitions; L <= 20 (an oracle for tests).

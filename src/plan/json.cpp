@@ -89,8 +89,10 @@ class Parser {
 
   void skip_ws() {
     while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
+      if (s_[pos_] == '\n') ++line_;  // raw line breaks occur only between tokens
       ++pos_;
+    }
   }
 
   bool consume_literal(std::string_view lit) {
@@ -104,6 +106,13 @@ class Parser {
   JsonValue value(int depth) {
     if (depth > max_depth) fail("nesting deeper than 64 levels");
     skip_ws();
+    const std::size_t line = line_;
+    JsonValue v = bare_value(depth);
+    v.set_line(line);
+    return v;
+  }
+
+  JsonValue bare_value(int depth) {
     if (pos_ >= s_.size()) fail("unexpected end of document, a value was expected");
     const char c = s_[pos_];
     if (c == '{') return object(depth);
@@ -300,6 +309,7 @@ class Parser {
   std::string_view s_;
   const std::string& source_;
   std::size_t pos_ = 0;
+  std::size_t line_ = 1;  // line of pos_ once skip_ws has passed it
 };
 
 }  // namespace

@@ -26,6 +26,9 @@ class OMGS_EXPORT JsonValue {
   const std::vector<std::pair<std::string, JsonValue>>& object() const { return object_; }
   /// The member named key, or nullptr.
   const JsonValue* find(std::string_view key) const;
+  /// The line of the document on which the value starts (1-based; 0 if not parsed).
+  std::size_t line() const { return line_; }
+  void set_line(std::size_t line) { line_ = line; }
 
   static JsonValue make_null() { return JsonValue(Kind::null); }
   static JsonValue make_bool(bool b);
@@ -37,6 +40,7 @@ class OMGS_EXPORT JsonValue {
  private:
   explicit JsonValue(Kind k) : kind_(k) {}
   Kind kind_ = Kind::null;
+  std::size_t line_ = 0;
   bool boolean_ = false;
   double number_ = 0.0;
   std::string string_;

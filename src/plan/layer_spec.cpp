@@ -20,6 +20,7 @@ void validate_layers(const std::vector<LayerSpec>& layers) {
   std::unordered_map<std::string, std::size_t> seen;
   seen.reserve(layers.size());
   std::uint64_t total = 0;
+  double backward = 0.0;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
     if (l.name.empty()) throw Error("omgs: " + layer_label(layers, i) + " has an empty name");
@@ -37,6 +38,10 @@ void validate_layers(const std::vector<LayerSpec>& layers) {
     if (!std::isfinite(l.backward_s) || l.backward_s < 0.0)
       throw Error("omgs: " + layer_label(layers, i) + " has backward_s " +
                   std::to_string(l.backward_s) + " (must be finite and >= 0)");
+    backward += l.backward_s;
+    if (!std::isfinite(backward))
+      throw Error("omgs: " + layer_label(layers, i) +
+                  " makes the sum of backward_s overflow (the total must be finite)");
     auto [it, inserted] = seen.emplace(l.name, i);
     if (!inserted)
       throw Error("omgs: " + layer_label(layers, i) + " repeats the name of layer " +

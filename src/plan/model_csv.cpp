@@ -71,6 +71,7 @@ std::vector<LayerSpec> parse_model_csv(std::istream& in, const std::string& sour
   std::string raw;
   std::size_t line = 0;
   bool header_seen = false;
+  double backward_sum = 0.0;
   while (std::getline(in, raw)) {
     ++line;
     // A UTF-8 byte order mark (spreadsheet exports) is not part of the header.
@@ -96,6 +97,11 @@ std::vector<LayerSpec> parse_model_csv(std::istream& in, const std::string& sour
            "field 'name' is longer than " + std::to_string(max_layer_name_bytes) + " bytes");
     spec.numel = parse_numel(fields[1], source, line);
     spec.backward_s = parse_seconds(fields[2], source, line);
+    if (!std::isfinite(backward_sum + spec.backward_s))
+      fail(source, line,
+           "field 'backward_s': " + fields[2] +
+               " makes the sum of the backward times overflow (the total must be finite)");
+    backward_sum += spec.backward_s;
     auto [it, inserted] = line_of_name.emplace(spec.name, line);
     if (!inserted)
       fail(source, line,

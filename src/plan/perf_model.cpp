@@ -1,5 +1,6 @@
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <omgs/plan.hpp>
@@ -66,24 +67,57 @@ std::string ReferenceModel::describe() const {
 // AlphaBetaModel
 // ---------------------------------------------------------------------------------------
 
+namespace {
+// A coefficient of an alpha-beta model that is negative, not finite, or so large that the
+// model's prediction for the largest valid group (max_total_numel elements, density 1)
+// overflows. `field` names it as the JSON document does.
+struct CoefficientIssue {
+  std::string field;
+  std::string reason;
+};
+
+std::string show(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+std::optional<CoefficientIssue> check_coefficients(TopkForm form, double c0, double c1,
+                                                   const std::map<int, AlphaBeta>& allgather) {
+  auto bad = [](double v) { return !std::isfinite(v) || v < 0.0; };
+  const std::string finite = " (must be finite and >= 0)";
+  if (bad(c0)) return CoefficientIssue{"topk c0_s", " = " + show(c0) + finite};
+  if (bad(c1)) return CoefficientIssue{"topk c1_s", " = " + show(c1) + finite};
+  const double n = static_cast<double>(max_total_numel);
+  const double f = form == TopkForm::linear ? n : n * std::log2(n);
+  const std::string overflow = " makes the predicted time of a group of 2^53 elements overflow";
+  if (!std::isfinite(c0 + c1 * f))
+    return CoefficientIssue{"topk c1_s", " = " + show(c1) + overflow};
+  for (const auto& [p, ab] : allgather) {
+    const std::string entry = "allgather entry for workers " + std::to_string(p) + ": ";
+    if (p < 1)
+      return CoefficientIssue{"allgather entry for workers " + std::to_string(p),
+                              " (workers must be >= 1)"};
+    if (bad(ab.alpha_s))
+      return CoefficientIssue{entry + "alpha_s", " = " + show(ab.alpha_s) + finite};
+    if (bad(ab.beta_s_per_byte))
+      return CoefficientIssue{entry + "beta_s_per_byte", " = " + show(ab.beta_s_per_byte) + finite};
+    const double bytes = AlphaBetaModel::bytes_received(max_total_numel, p, 1.0);
+    if (!std::isfinite(ab.alpha_s + ab.beta_s_per_byte * bytes))
+      return CoefficientIssue{entry + "beta_s_per_byte",
+                              " = " + show(ab.beta_s_per_byte) + overflow};
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 AlphaBetaModel::AlphaBetaModel(TopkForm form, double c0_s, double c1_s,
                                std::map<int, AlphaBeta> allgather)
     : form_(form), c0_s_(c0_s), c1_s_(c1_s), allgather_(std::move(allgather)) {
-  auto check = [](double v, const std::string& what) {
-    if (!std::isfinite(v) || v < 0.0)
-      throw Error("omgs: alpha-beta model: " + what + " = " + std::to_string(v) +
-                  " (must be finite and >= 0)");
-  };
-  check(c0_s_, "topk c0_s");
-  check(c1_s_, "topk c1_s");
   if (allgather_.empty()) throw Error("omgs: alpha-beta model: the allgather table is empty");
-  for (const auto& [p, ab] : allgather_) {
-    if (p < 1)
-      throw Error("omgs: alpha-beta model: allgather entry for workers = " + std::to_string(p) +
-                  " (must be >= 1)");
-    check(ab.alpha_s, "allgather alpha_s for workers " + std::to_string(p));
-    check(ab.beta_s_per_byte, "allgather beta_s_per_byte for workers " + std::to_string(p));
-  }
+  if (auto issue = check_coefficients(form_, c0_s_, c1_s_, allgather_))
+    throw Error("omgs: alpha-beta model: " + issue->field + issue->reason);
 }
 
 double AlphaBetaModel::bytes_received(std::uint64_t numel, int workers, double density) {
@@ -155,8 +189,11 @@ AlphaBetaModel AlphaBetaModel::from_json(std::string_view text, const std::strin
   else
     throw Error(where_topk + ": \"form\" is \"" + form_name +
                 "\", expected \"linear\" or \"nlogn\"");
-  const double c0 = member(topk, "c0_s", JsonValue::Kind::number, where_topk).number();
-  const double c1 = member(topk, "c1_s", JsonValue::Kind::number, where_topk).number();
+  std::map<std::string, std::size_t> line_of;  // field -> line, for the coefficient check
+  const JsonValue& c0v = member(topk, "c0_s", JsonValue::Kind::number, where_topk);
+  const JsonValue& c1v = member(topk, "c1_s", JsonValue::Kind::number, where_topk);
+  line_of["topk c0_s"] = c0v.line();
+  line_of["topk c1_s"] = c1v.line();
 
   std::map<int, AlphaBeta> table;
   const JsonValue& ag = member(doc, "allgather", JsonValue::Kind::array, source);
@@ -168,13 +205,21 @@ AlphaBetaModel AlphaBetaModel::from_json(std::string_view text, const std::strin
     if (p != std::floor(p) || p < 1 || p > 1e9)
       throw Error(where + ": \"workers\" must be a positive integer");
     AlphaBeta ab;
-    ab.alpha_s = member(e, "alpha_s", JsonValue::Kind::number, where).number();
-    ab.beta_s_per_byte = member(e, "beta_s_per_byte", JsonValue::Kind::number, where).number();
+    const JsonValue& alpha = member(e, "alpha_s", JsonValue::Kind::number, where);
+    const JsonValue& beta = member(e, "beta_s_per_byte", JsonValue::Kind::number, where);
+    ab.alpha_s = alpha.number();
+    ab.beta_s_per_byte = beta.number();
+    const std::string entry = "allgather entry for workers " + std::to_string(int(p)) + ": ";
+    line_of[entry + "alpha_s"] = alpha.line();
+    line_of[entry + "beta_s_per_byte"] = beta.line();
     if (!table.emplace(static_cast<int>(p), ab).second)
       throw Error(where + ": a second entry for workers = " + std::to_string(static_cast<int>(p)));
   }
+  if (auto issue = check_coefficients(form, c0v.number(), c1v.number(), table))
+    throw Error(source + ":" + std::to_string(line_of[issue->field]) + ": " + issue->field +
+                issue->reason);
   try {
-    return AlphaBetaModel(form, c0, c1, std::move(table));
+    return AlphaBetaModel(form, c0v.number(), c1v.number(), std::move(table));
   } catch (const Error& e) {
     throw Error(source + ": " + e.what());
   }

@@ -29,6 +29,18 @@ std::string_view to_string(Planner planner) {
   return "?";
 }
 
+std::string_view to_string(PlanStatus status) {
+  switch (status) {
+    case PlanStatus::complete:
+      return "complete";
+    case PlanStatus::approximate:
+      return "approximate";
+    case PlanStatus::fallback:
+      return "fallback";
+  }
+  return "?";
+}
+
 const std::vector<Planner>& all_planners() {
   static const std::vector<Planner> planners = {Planner::layerwise, Planner::single,
                                                 Planner::threshold, Planner::mgs, Planner::optimal};
@@ -178,84 +190,6 @@ std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
   return groups;
 }
 
-// ---------------------------------------------------------------------------------------
-// Optimal grouping under the timeline model of predict().
-//
-// State after the groups covering layers [i, L): (E, D) = (end of the last top-k, end of
-// the last communication). Appending the group [j, i) maps it to
-//   E' = (E + tb[j,i)) + ts,  D' = max(D, E') + tc,
-// monotone non-decreasing in E and D (also in floating point), so a state dominated in
-// both is never needed: each boundary keeps the Pareto front of its states. The backward
-// time of a group is summed from its highest layer down, as predict() does, so the
-// optimum found here is bit-identical to predict() of the returned grouping.
-// Cost: O(L^2) model evaluations and O(L^2 * F) state updates for a front of size F.
-// ---------------------------------------------------------------------------------------
-namespace {
-struct DpState {
-  double compute_end;
-  double comm_end;
-  std::uint32_t from;   // boundary of the previous state (the group is [this, from))
-  std::uint32_t index;  // index of the previous state in front[from]
-};
-
-void prune(std::vector<DpState>& states) {
-  std::sort(states.begin(), states.end(), [](const DpState& a, const DpState& b) {
-    if (a.compute_end != b.compute_end) return a.compute_end < b.compute_end;
-    return a.comm_end < b.comm_end;
-  });
-  std::size_t kept = 0;
-  for (std::size_t s = 0; s < states.size(); ++s) {
-    if (kept == 0 || states[s].comm_end < states[kept - 1].comm_end) states[kept++] = states[s];
-  }
-  states.resize(kept);
-}
-}  // namespace
-
-std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
-                                  const PlanConfig& config) {
-  const std::size_t L = layers.size();
-  if (L > UINT32_MAX - 1) throw Error("omgs: too many layers for the optimal planner");
-  std::vector<std::vector<DpState>> front(L + 1);
-  std::vector<std::size_t> prune_at(L + 1, 256);
-  front[L].push_back({0.0, 0.0, 0, 0});
-  for (std::size_t i = L; i >= 1; --i) {
-    prune(front[i]);
-    const std::vector<DpState>& from = front[i];
-    double tb = 0.0;
-    std::uint64_t numel = 0;
-    for (std::size_t j = i; j-- > 0;) {
-      tb = tb + layers[j].backward_s;
-      numel += layers[j].numel;
-      const double ts = model.topk_s(numel);
-      const double tc = model.allgather_s(numel, config.workers, config.density);
-      std::vector<DpState>& to = front[j];
-      for (std::size_t s = 0; s < from.size(); ++s) {
-        const double e = (from[s].compute_end + tb) + ts;
-        const double d = std::max(from[s].comm_end, e) + tc;
-        to.push_back({e, d, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(s)});
-      }
-      if (to.size() > prune_at[j]) {
-        prune(to);
-        prune_at[j] = std::max<std::size_t>(256, 2 * to.size());
-      }
-    }
-  }
-  prune(front[0]);
-  // The front is sorted by compute end with strictly falling comm end: the last state has
-  // the smallest iteration end.
-  std::vector<Group> groups;
-  std::size_t at = 0;
-  std::size_t s = front[0].size() - 1;
-  while (at != L) {
-    const DpState& st = front[at][s];
-    groups.push_back({at, st.from, 0});
-    at = st.from;
-    s = st.index;
-  }
-  std::reverse(groups.begin(), groups.end());
-  return groups;
-}
-
 std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
                                              const PerfModel& model, const PlanConfig& config) {
   const std::size_t L = layers.size();
@@ -281,7 +215,7 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
 }
 
 Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
-               const PlanConfig& config) {
+               const PlanConfig& config, const OptimalBudget& budget) {
   validate_layers(layers);
   validate_density(config.density);
   if (config.workers < 1)
@@ -303,9 +237,14 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
         throw Error("omgs: the threshold planner needs threshold_numel > 0");
       groups = groups_threshold(layers, config.threshold_numel);
       break;
-    case Planner::optimal:
-      groups = groups_optimal(layers, model, config);
-      break;
+    case Planner::optimal: {
+      OptimalResult r = search_optimal(layers, model, config, budget);
+      Plan plan = make_plan_from_groups(planner, layers, std::move(r.groups), model, config);
+      plan.status = r.status;
+      plan.gap_bound_s = r.gap_bound_s;
+      plan.status_note = std::move(r.note);
+      return plan;
+    }
   }
   return make_plan_from_groups(planner, layers, std::move(groups), model, config);
 }

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include <omgs/plan.hpp>
@@ -46,6 +47,10 @@ Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>&
     }
     const double ts = model.topk_s(numel);
     const double tc = model.allgather_s(numel, config.workers, config.density);
+    if (!std::isfinite(ts) || ts < 0.0 || !std::isfinite(tc) || tc < 0.0)
+      throw Error("omgs: " + model.describe() + " predicts topk_s = " + std::to_string(ts) +
+                  ", allgather_s = " + std::to_string(tc) + " for group " + std::to_string(g) +
+                  " of " + std::to_string(numel) + " elements (must be finite and >= 0)");
     GroupTiming& gt = t.groups[g];
     gt.backward_start_s = compute;
     gt.topk_start_s = compute + tb;
@@ -55,6 +60,10 @@ Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>&
     compute = gt.topk_end_s;
     comm_end = gt.comm_end_s;
     t.comm_total_s += tc;
+    if (!std::isfinite(gt.comm_end_s) || !std::isfinite(t.comm_total_s))
+      throw Error("omgs: the predicted timeline overflows at group " + std::to_string(g) +
+                  " (layers [" + std::to_string(gr.begin) + ", " + std::to_string(gr.end) +
+                  ")): the sum of backward, top-k and allgather times is not finite");
   }
   t.compute_end_s = compute;
   t.iteration_end_s = comm_end;
@@ -87,7 +96,10 @@ std::string plan_to_json(const Plan& plan, const std::vector<LayerSpec>& layers,
                   ", \"workers\": " + std::to_string(config.workers) +
                   ", \"density\": " + json_number(config.density) +
                   ", \"layers\": " + std::to_string(layers.size()) +
-                  ", \"num_groups\": " + std::to_string(plan.groups.size()) + ",\n \"groups\": [";
+                  ", \"num_groups\": " + std::to_string(plan.groups.size()) +
+                  ", \"status\": " + json_quote(to_string(plan.status)) +
+                  ", \"gap_bound_s\": " + json_number(plan.gap_bound_s) +
+                  ", \"status_note\": " + json_quote(plan.status_note) + ",\n \"groups\": [";
   for (std::size_t g = 0; g < plan.groups.size(); ++g) {
     s += g == 0 ? "\n  [" : ",\n  [";
     const Group& gr = plan.groups[g];

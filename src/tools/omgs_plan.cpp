@@ -1,9 +1,11 @@
 // omgs-plan: plans the merged groups of a model description offline, with the same
 // planners and performance models the runtime uses at init.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -111,10 +113,46 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-std::string fmt(const char* f, double v) {
+// Seconds as fixed-point with 6 decimals; scientific from 1e6 s on, so that huge but
+// finite times stay short.
+std::string seconds(double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
+  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e6 ? "%.6f" : "%.6e", v);
   return buf;
+}
+
+std::string ratio(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e9 ? "%.3f" : "%.3e", v);
+  return buf;
+}
+
+using Row = std::vector<std::string>;
+
+// Prints `count` rows (row(0) is the header) with every column as wide as its widest
+// cell: numbers right-aligned, the last column (names) left-aligned and not padded. Two
+// passes over row(i), so that a plan of a million groups is not held as text.
+void print_table(std::ostream& os, std::size_t count, const std::function<Row(std::size_t)>& row) {
+  std::vector<std::size_t> width;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Row r = row(i);
+    width.resize(std::max(width.size(), r.size()), 0);
+    for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  }
+  std::string line;
+  for (std::size_t i = 0; i < count; ++i) {
+    const Row r = row(i);
+    line = " ";
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      line += ' ';
+      if (c + 1 == r.size()) {
+        line += r[c];
+      } else {
+        line += std::string(width[c] - r[c].size(), ' ') + r[c] + ' ';
+      }
+    }
+    os << line << "\n";
+  }
 }
 
 std::string group_label(const std::vector<omgs::LayerSpec>& layers, const omgs::Group& g) {
@@ -123,41 +161,58 @@ std::string group_label(const std::vector<omgs::LayerSpec>& layers, const omgs::
   return s;
 }
 
+void print_status(std::ostream& os, const omgs::Plan& plan) {
+  if (plan.status != omgs::PlanStatus::complete)
+    os << "  note: planner " << omgs::to_string(plan.planner) << " is "
+       << omgs::to_string(plan.status) << ": " << plan.status_note << "\n";
+}
+
 void print_plan_table(std::ostream& os, const omgs::Plan& plan,
                       const std::vector<omgs::LayerSpec>& layers) {
   const omgs::Timeline& t = plan.predicted;
   os << "planner " << omgs::to_string(plan.planner) << ": " << plan.groups.size()
-     << " groups, predicted iteration " << fmt("%.6f", t.iteration_end_s) << " s (compute "
-     << fmt("%.6f", t.compute_end_s) << " s, communication not hidden "
-     << fmt("%.6f", t.non_overlapped_comm_s) << " s)\n";
-  os << "  group  layers  numel        topk_end_s  comm_start_s  comm_end_s  first .. last "
-        "(backward order)\n";
-  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+     << " groups, predicted iteration " << seconds(t.iteration_end_s) << " s (compute "
+     << seconds(t.compute_end_s) << " s, communication not hidden "
+     << seconds(t.non_overlapped_comm_s) << " s)\n";
+  print_status(os, plan);
+  print_table(os, plan.groups.size() + 1, [&](std::size_t i) -> Row {
+    if (i == 0)
+      return {"group",
+              "layers",
+              "numel",
+              "topk_end_s",
+              "comm_start_s",
+              "comm_end_s",
+              "first .. last (backward order)"};
+    const std::size_t g = i - 1;
     const omgs::Group& gr = plan.groups[g];
     const omgs::GroupTiming& gt = t.groups[g];
-    char line[160];
-    std::snprintf(line, sizeof line, "  %5zu  %6zu  %11llu  %10.6f  %12.6f  %10.6f  ", g,
-                  gr.end - gr.begin, static_cast<unsigned long long>(gr.numel), gt.topk_end_s,
-                  gt.comm_start_s, gt.comm_end_s);
-    os << line << group_label(layers, gr) << "\n";
-  }
+    return {std::to_string(g),      std::to_string(gr.end - gr.begin), std::to_string(gr.numel),
+            seconds(gt.topk_end_s), seconds(gt.comm_start_s),          seconds(gt.comm_end_s),
+            group_label(layers, gr)};
+  });
 }
 
 void print_comparison(std::ostream& os, const std::vector<omgs::Plan>& plans) {
   double layerwise = 0.0;
   for (const omgs::Plan& p : plans)
     if (p.planner == omgs::Planner::layerwise) layerwise = p.predicted.iteration_end_s;
-  os << "  planner    groups  iteration_s  compute_s  not_hidden_comm_s  comm_total_s  "
-        "speedup_vs_layerwise\n";
-  for (const omgs::Plan& p : plans) {
-    char line[200];
-    std::snprintf(line, sizeof line, "  %-9s  %6zu  %11.6f  %9.6f  %17.6f  %12.6f  %20.3f\n",
-                  std::string(omgs::to_string(p.planner)).c_str(), p.groups.size(),
-                  p.predicted.iteration_end_s, p.predicted.compute_end_s,
-                  p.predicted.non_overlapped_comm_s, p.predicted.comm_total_s,
-                  p.predicted.iteration_end_s > 0 ? layerwise / p.predicted.iteration_end_s : 1.0);
-    os << line;
-  }
+  print_table(os, plans.size() + 1, [&](std::size_t i) -> Row {
+    if (i == 0)
+      return {"planner",           "groups",       "iteration_s",          "compute_s",
+              "not_hidden_comm_s", "comm_total_s", "speedup_vs_layerwise", "status"};
+    const omgs::Plan& p = plans[i - 1];
+    const omgs::Timeline& t = p.predicted;
+    return {std::string(omgs::to_string(p.planner)),
+            std::to_string(p.groups.size()),
+            seconds(t.iteration_end_s),
+            seconds(t.compute_end_s),
+            seconds(t.non_overlapped_comm_s),
+            seconds(t.comm_total_s),
+            ratio(t.iteration_end_s > 0 ? layerwise / t.iteration_end_s : 1.0),
+            std::string(omgs::to_string(p.status))};
+  });
+  for (const omgs::Plan& p : plans) print_status(os, p);
 }
 
 }  // namespace
@@ -225,7 +280,7 @@ int main(int argc, char** argv) {
       backward += l.backward_s;
     }
     std::cout << "model " << args.model << ": " << layers.size() << " tensors, " << total
-              << " elements, backward " << fmt("%.6f", backward) << " s\n"
+              << " elements, backward " << seconds(backward) << " s\n"
               << "P = " << config.workers << ", density = " << config.density
               << ", perf model: " << model->describe() << "\n\n";
     if (plans.size() == 1) {

@@ -71,3 +71,9 @@ TEST_CASE("validate_layers bounds the total element count (no uint64 wrap-around
   omgs::ReferenceModel ref;
   CHECK(ref.allgather_s(omgs::max_total_numel, 16, 0.001) > ref.allgather_s(1, 16, 0.001));
 }
+
+TEST_CASE("validate_layers rejects backward times whose sum overflows", "[plan][layers]") {
+  CHECK_NOTHROW(omgs::validate_layers({{"a", 1, 1e307}, {"b", 1, 1e307}}));
+  CHECK_THROWS_WITH(omgs::validate_layers({{"a", 1, 1e308}, {"b", 1, 1e308}, {"c", 1, 1e308}}),
+                    Catch::Contains("layer 1 'b' makes the sum of backward_s overflow"));
+}

@@ -105,3 +105,19 @@ TEST_CASE("malformed alpha-beta JSON names what is wrong", "[plan][perf][json]")
   CHECK(error_of_json("{\"type\": \"alpha_beta\",\n " + good_topk + ",\n " + good_ag + ",}")
             .find("line 3") != std::string::npos);
 }
+
+TEST_CASE("alpha-beta coefficients whose predictions overflow are rejected, with the line",
+          "[plan][perf]") {
+  using omgs::AlphaBeta;
+  CHECK_THROWS_WITH(omgs::AlphaBetaModel(omgs::TopkForm::nlogn, 0.0, 1e300, {{4, {0.0, 0.0}}}),
+                    Catch::Contains("topk c1_s = 1.0000000000000001e+300 makes the predicted"));
+  CHECK_THROWS_WITH(omgs::AlphaBetaModel(omgs::TopkForm::linear, 0.0, 0.0, {{4, {0.0, 1e308}}}),
+                    Catch::Contains("workers 4: beta_s_per_byte = 1e+308"));
+  CHECK_NOTHROW(omgs::AlphaBetaModel(omgs::TopkForm::linear, 1e300, 1e280, {{4, {1e300, 1e280}}}));
+  const std::string doc =
+      "{\"type\": \"alpha_beta\",\n \"topk\": {\"form\": \"linear\", \"c0_s\": 0,\n"
+      " \"c1_s\": 1e308},\n \"allgather\": [{\"workers\": 4, \"alpha_s\": 0, "
+      "\"beta_s_per_byte\": 0}]}";
+  CHECK_THROWS_WITH(omgs::AlphaBetaModel::from_json(doc, "m.json"),
+                    Catch::StartsWith("m.json:3: topk c1_s = 1e+308"));
+}

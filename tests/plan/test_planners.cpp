@@ -60,21 +60,6 @@ void check_invariants(const omgs::Plan& plan, const std::vector<LayerSpec>& laye
   REQUIRE(plan.predicted.non_overlapped_comm_s >= 0.0);
 }
 
-std::unique_ptr<omgs::PerfModel> random_model(std::mt19937_64& rng, int& workers) {
-  std::uniform_int_distribution<int> pick(0, 3);
-  if (pick(rng) < 2) {
-    const int ps[] = {2, 4, 8, 16};
-    workers = ps[pick(rng)];
-    return std::make_unique<omgs::ReferenceModel>();
-  }
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  workers = 1 + pick(rng) * 5;
-  const auto form = pick(rng) % 2 ? omgs::TopkForm::linear : omgs::TopkForm::nlogn;
-  return std::make_unique<omgs::AlphaBetaModel>(
-      form, u(rng) * 1e-4, u(rng) * 1e-9,
-      std::map<int, omgs::AlphaBeta>{{workers, {u(rng) * 5e-3, u(rng) * 1e-9}}});
-}
-
 }  // namespace
 
 TEST_CASE("planner names", "[plan][planners]") {
@@ -123,7 +108,7 @@ TEST_CASE("mgs gives the seed's groups on random models", "[plan][planners][seed
   std::uniform_int_distribution<std::size_t> len(1, 60);
   for (int trial = 0; trial < 2000; ++trial) {
     int workers = 0;
-    const auto model = random_model(rng, workers);
+    const auto model = omgs_test::random_model(rng, workers);
     const double density = densities[trial % 4];
     const auto layers = omgs_test::random_layers(rng, trial < 10 ? 300 + 300 * trial : len(rng));
     const omgs::PlanConfig config{workers, density, 8192};
@@ -139,7 +124,7 @@ TEST_CASE("every planner yields a consistent plan on random models", "[plan][pla
   std::uniform_int_distribution<std::size_t> len(1, 40);
   for (int trial = 0; trial < 300; ++trial) {
     int workers = 0;
-    const auto model = random_model(rng, workers);
+    const auto model = omgs_test::random_model(rng, workers);
     const auto layers = omgs_test::random_layers(rng, len(rng));
     const omgs::PlanConfig config{workers, 0.01, 1 + static_cast<std::uint64_t>(trial) * 5000};
     for (Planner p : omgs::all_planners()) {
@@ -148,45 +133,6 @@ TEST_CASE("every planner yields a consistent plan on random models", "[plan][pla
       CHECK(plan.planner == p);
       check_invariants(plan, layers);
     }
-  }
-}
-
-TEST_CASE("optimal: dynamic programming equals exhaustive search", "[plan][planners][optimal]") {
-  std::mt19937_64 rng(7);
-  std::uniform_int_distribution<std::size_t> len(1, 12);
-  for (int trial = 0; trial < 400; ++trial) {
-    int workers = 0;
-    const auto model = random_model(rng, workers);
-    const auto layers = omgs_test::random_layers(rng, trial < 5 ? 16 : len(rng));
-    const omgs::PlanConfig config{workers, trial % 2 ? 0.01 : 0.001, 8192};
-    const double dp =
-        omgs::predict(layers, omgs::groups_optimal(layers, *model, config), *model, config)
-            .iteration_end_s;
-    const double brute =
-        omgs::predict(layers, omgs::groups_optimal_exhaustive(layers, *model, config), *model,
-                      config)
-            .iteration_end_s;
-    INFO("trial " << trial << " L=" << layers.size());
-    REQUIRE(dp == brute);
-    for (Planner p : omgs::all_planners())
-      REQUIRE(omgs::make_plan(p, layers, *model, config).predicted.iteration_end_s >= dp);
-  }
-  CHECK_THROWS_AS(omgs::groups_optimal_exhaustive(omgs_test::random_layers(rng, 21),
-                                                  omgs::ReferenceModel(), {2, 0.01, 8192}),
-                  omgs::Error);
-}
-
-TEST_CASE("mgs is never better than optimal on larger models", "[plan][planners][optimal]") {
-  std::mt19937_64 rng(99);
-  for (int trial = 0; trial < 30; ++trial) {
-    int workers = 0;
-    const auto model = random_model(rng, workers);
-    const auto layers = omgs_test::random_layers(rng, 50 + 10 * trial);
-    const omgs::PlanConfig config{workers, 0.001, 8192};
-    const double opt =
-        omgs::make_plan(Planner::optimal, layers, *model, config).predicted.iteration_end_s;
-    for (Planner p : omgs::all_planners())
-      REQUIRE(omgs::make_plan(p, layers, *model, config).predicted.iteration_end_s >= opt);
   }
 }
 

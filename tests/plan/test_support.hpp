@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,6 +47,22 @@ inline std::vector<omgs::LayerSpec> random_layers(std::mt19937_64& rng, std::siz
     layers[i].backward_s = k == 0 ? 0.0 : (k == 1 ? 1e-3 : t(rng));
   }
   return layers;
+}
+
+/// A reference model (P in 2, 4, 8, 16) or a random alpha-beta model; sets workers.
+inline std::unique_ptr<omgs::PerfModel> random_model(std::mt19937_64& rng, int& workers) {
+  std::uniform_int_distribution<int> pick(0, 3);
+  if (pick(rng) < 2) {
+    const int ps[] = {2, 4, 8, 16};
+    workers = ps[pick(rng)];
+    return std::make_unique<omgs::ReferenceModel>();
+  }
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  workers = 1 + pick(rng) * 5;
+  const auto form = pick(rng) % 2 ? omgs::TopkForm::linear : omgs::TopkForm::nlogn;
+  return std::make_unique<omgs::AlphaBetaModel>(
+      form, u(rng) * 1e-4, u(rng) * 1e-9,
+      std::map<int, omgs::AlphaBeta>{{workers, {u(rng) * 5e-3, u(rng) * 1e-9}}});
 }
 
 }  // namespace omgs_test

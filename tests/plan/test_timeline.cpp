@@ -90,3 +90,14 @@ TEST_CASE("timeline_svg draws three lanes per group and escapes labels", "[plan]
   const std::string empty = omgs::timeline_svg({}, "");
   CHECK(empty.find("</svg>") != std::string::npos);
 }
+
+TEST_CASE("predict rejects a timeline whose sums overflow", "[plan][timeline]") {
+  // Every time is finite, their sum is not.
+  const std::vector<omgs::LayerSpec> layers = {{"a", 8, 1e307}, {"b", 8, 1e307}};
+  const omgs::AlphaBetaModel model(omgs::TopkForm::linear, 1.7e308, 0.0, {{2, {0.0, 0.0}}});
+  const omgs::PlanConfig config{2, 0.5, 8192};
+  CHECK_THROWS_WITH(omgs::predict(layers, omgs::groups_layerwise(layers), model, config),
+                    Catch::Contains("the predicted timeline overflows at group 0 (layers [1, 2))"));
+  for (omgs::Planner p : omgs::all_planners())
+    CHECK_THROWS_WITH(omgs::make_plan(p, layers, model, config), Catch::Contains("overflows"));
+}

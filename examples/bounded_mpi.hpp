@@ -1,0 +1,63 @@
+// The example jobs' own MPI collectives, bounded: a peer that failed or left must not hang
+// the survivors. Past the bound the job is aborted (MPI_Abort), since MPI_Finalize could
+// block on the lost peer as well (docs/reliability.md).
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <mpi.h>
+
+namespace omgs_examples {
+
+/// Prints "<program>: rank R: <message>; aborting the job" and calls MPI_Abort.
+[[noreturn]] inline void abort_job(MPI_Comm comm, const char* program, const std::string& message) {
+  int rank = -1;
+  MPI_Comm_rank(comm, &rank);
+  std::fprintf(stderr, "%s: rank %d: %s; aborting the job\n", program, rank, message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(comm, 1);
+  std::abort();  // not reached
+}
+
+/// Completes `count` requests, or aborts the job after timeout_s seconds naming `what`.
+inline void wait_or_abort(int count, MPI_Request* req, MPI_Comm comm, const char* program,
+                          const char* what, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  std::vector<int> indices(static_cast<std::size_t>(count) + 1);
+  for (;;) {
+    // MPI_Testsome, not MPI_Testall: MPICH 4.0's MPI_Testall asserts on a mix of
+    // collective and null requests. MPI_UNDEFINED: every request is complete (null).
+    int done = 0;
+    MPI_Testsome(count, req, &done, indices.data(), MPI_STATUSES_IGNORE);
+    if (done == MPI_UNDEFINED) return;
+    if (std::chrono::steady_clock::now() > deadline)
+      abort_job(comm, program,
+                std::string(what) + " did not complete within " + std::to_string(timeout_s) +
+                    " s (--collective-timeout): a peer failed or left");
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+/// MPI_Allreduce bounded by timeout_s (see wait_or_abort).
+inline void allreduce_or_abort(const void* send, void* recv, int count, MPI_Datatype type,
+                               MPI_Op op, MPI_Comm comm, const char* program, const char* what,
+                               double timeout_s) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iallreduce(send, recv, count, type, op, comm, &req);
+  wait_or_abort(1, &req, comm, program, what, timeout_s);
+}
+
+/// MPI_Barrier bounded by timeout_s (see wait_or_abort).
+inline void barrier_or_abort(MPI_Comm comm, const char* program, const char* what,
+                             double timeout_s) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm, &req);
+  wait_or_abort(1, &req, comm, program, what, timeout_s);
+}
+
+}  // namespace omgs_examples
