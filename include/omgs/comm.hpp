@@ -6,8 +6,9 @@
 //                                        MPI_Testsome(in-flight groups)
 //   poll_completed(g) / wait(g) <------  completion queue <-- "g done"
 //
-// The engine works on buffers owned by the caller (GroupBuffers). It is the only omgs
-// code that calls MPI, and it uses its own duplicate of the communicator it is given.
+// The engine works on buffers owned by the caller (GroupBuffers). The comm module (the
+// engine and src/comm/collectives.cpp) is the only omgs code that calls MPI; the engine uses
+// its own duplicates of the communicator it is given.
 #pragma once
 
 #include <mpi.h>

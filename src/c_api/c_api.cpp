@@ -10,6 +10,8 @@
 
 #include <omgs/runtime.hpp>
 
+#include "comm/collectives.hpp"
+
 struct omgs_runtime {
   std::unique_ptr<omgs::Runtime> rt;
   std::string error;
@@ -138,14 +140,10 @@ int omgs_create(MPI_Comm comm, const omgs_layer* layers, size_t num_layers,
       local_error = e.what();
     }
     if (comm == MPI_COMM_NULL) throw omgs::Error("omgs_create: comm is MPI_COMM_NULL");
-    MPI_Comm check = MPI_COMM_NULL;
-    MPI_Comm_dup(comm, &check);
-    int mine = local_error.empty() ? 0 : 1, any = 0;
-    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, check);
-    MPI_Comm_free(&check);
-    if (!local_error.empty()) throw omgs::Error(local_error);
-    if (any != 0)
-      throw omgs::Error("omgs_create: another rank rejected its arguments (see its error)");
+    {
+      const omgs::detail::OwnedComm check(comm);
+      omgs::detail::agree_on_error(check.get(), local_error, "omgs_create");
+    }
     auto h = std::make_unique<omgs_runtime>();
     h->rt = std::make_unique<omgs::Runtime>(comm, std::move(specs), std::move(opt));
     *out = h.release();

@@ -53,23 +53,27 @@ Pinner::~Pinner() {
   delete impl_;
 }
 
-int Pinner::choose(const PinOption& option, const std::vector<int>& preferred,
-                   const std::string& what, std::string& note) {
-  hwloc_topology_t topo = impl_->topo;
+/// PinPolicy::none and PinPolicy::pu: no choice to make, only a check.
+static int choose_explicit(hwloc_topology_t topo, const PinOption& option, const std::string& what,
+                           std::string& note) {
   if (option.policy == PinPolicy::none) {
     note = "unpinned: pinning disabled (" + what + " = none)";
     return -1;
   }
-  if (option.policy == PinPolicy::pu) {
-    if (option.pu < 0 ||
-        hwloc_get_pu_obj_by_os_index(topo, static_cast<unsigned>(option.pu)) == nullptr) {
-      throw Error(what + " = " + std::to_string(option.pu) +
-                  ": this machine has no PU with that OS index (PUs: " +
-                  bitmap_list(hwloc_topology_get_complete_cpuset(topo)) + ")");
-    }
-    note = "PU " + std::to_string(option.pu) + " requested by " + what;
-    return option.pu;
+  if (option.pu < 0 ||
+      hwloc_get_pu_obj_by_os_index(topo, static_cast<unsigned>(option.pu)) == nullptr) {
+    throw Error(what + " = " + std::to_string(option.pu) +
+                ": this machine has no PU with that OS index (PUs: " +
+                bitmap_list(hwloc_topology_get_complete_cpuset(topo)) + ")");
   }
+  note = "PU " + std::to_string(option.pu) + " requested by " + what;
+  return option.pu;
+}
+
+int Pinner::choose(const PinOption& option, const std::vector<int>& preferred,
+                   const std::string& what, std::string& note) {
+  hwloc_topology_t topo = impl_->topo;
+  if (option.policy != PinPolicy::automatic) return choose_explicit(topo, option, what, note);
 
   // automatic: the process's binding, restricted to what the OS allows.
   Bitmap process;

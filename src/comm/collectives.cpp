@@ -1,0 +1,116 @@
+// The small collective steps of the runtime and the C API (see collectives.hpp).
+#include "comm/collectives.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+#include <omgs/error.hpp>
+
+#include "comm/clock.hpp"
+
+namespace omgs::detail {
+
+void require_mpi_active(const std::string& who) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) throw Error(who + ": MPI is not initialized (call MPI_Init_thread first)");
+  if (mpi_finalized()) throw Error(who + ": MPI is already finalized");
+}
+
+bool mpi_finalized() noexcept {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
+OwnedComm::OwnedComm(MPI_Comm comm, bool errors_return) {
+  MPI_Comm_dup(comm, &comm_);
+  // Errors come back as return codes (whatever the user's handler): see docs/comm.md.
+  if (errors_return) MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+OwnedComm::~OwnedComm() {
+  // Legal with pending operations: they complete normally.
+  if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_);
+}
+
+void agree_on_error(MPI_Comm comm, const std::string& local_error, const std::string& who) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  struct {
+    int failed;
+    int rank;
+  } in{local_error.empty() ? 0 : 1, rank}, out{0, 0};
+  // The lowest failing rank: MAXLOC on failed, ties -> the lower rank.
+  MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MAXLOC, comm);
+  if (out.failed == 0) return;
+  if (!local_error.empty()) throw Error(local_error);
+  throw Error(who + ": another rank rejected its input (rank " + std::to_string(out.rank) +
+              ", see that rank's error); every rank stops");
+}
+
+void max_min(MPI_Comm comm, const std::vector<std::uint64_t>& x, std::vector<std::uint64_t>& mx,
+             std::vector<std::uint64_t>& mn) {
+  // Elementwise max over ranks of x and of ~x, i.e. max and min of each value.
+  std::vector<std::uint64_t> in(2 * x.size()), out(2 * x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    in[2 * i] = x[i];
+    in[2 * i + 1] = ~x[i];
+  }
+  MPI_Allreduce(in.data(), out.data(), static_cast<int>(in.size()), MPI_UINT64_T, MPI_MAX, comm);
+  mx.resize(x.size());
+  mn.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    mx[i] = out[2 * i];
+    mn[i] = ~out[2 * i + 1];
+  }
+}
+
+void max_over_ranks(MPI_Comm comm, std::vector<double>& values) {
+  std::vector<double> out(values.size());
+  MPI_Allreduce(values.data(), out.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX,
+                comm);
+  values = std::move(out);
+}
+
+std::vector<double> mean_from_root(MPI_Comm comm, const std::vector<double>& values) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const int n = static_cast<int>(values.size());
+  std::vector<double> sum(values.size(), 0.0);
+  MPI_Reduce(values.data(), sum.data(), n, MPI_DOUBLE, MPI_SUM, 0, comm);
+  if (rank == 0)
+    for (double& x : sum) x = std::isfinite(x) && x > 0 ? x / size : 0.0;
+  MPI_Bcast(sum.data(), n, MPI_DOUBLE, 0, comm);
+  return sum;
+}
+
+std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  const auto P = static_cast<std::size_t>(size);
+  std::vector<char> sendbuf(bytes_per_rank), recvbuf(bytes_per_rank * P);
+  std::vector<int> counts(P, static_cast<int>(bytes_per_rank)), displs(P);
+  for (std::size_t r = 0; r < P; ++r) displs[r] = static_cast<int>(bytes_per_rank * r);
+  std::vector<double> t;
+  for (int r = 0; r < repetitions; ++r) {
+    MPI_Barrier(comm);
+    const double a = now_s();
+    MPI_Request req;
+    MPI_Iallgatherv(sendbuf.data(), counts[0], MPI_BYTE, recvbuf.data(), counts.data(),
+                    displs.data(), MPI_BYTE, comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    t.push_back(now_s() - a);
+  }
+  return t;
+}
+
+void abort_job(MPI_Comm comm, int code) noexcept {
+  MPI_Abort(comm, code);
+  std::abort();  // MPI_Abort does not return; if an MPI library did, do not go on
+}
+
+}  // namespace omgs::detail

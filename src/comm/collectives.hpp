@@ -1,0 +1,62 @@
+// Internal: the small collective steps the runtime and the C API need. With the progress
+// engine these are the only places in omgs that call MPI (docs/architecture.md).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace omgs::detail {
+
+/// Throws omgs::Error "<who>: MPI is not initialized ..." / "... already finalized".
+void require_mpi_active(const std::string& who);
+
+/// True once MPI_Finalize has been called.
+bool mpi_finalized() noexcept;
+
+/// A duplicate of a communicator, freed on destruction (unless MPI is finalized by then).
+class OwnedComm {
+ public:
+  OwnedComm() = default;
+  /// Collective over `comm`. With errors_return the duplicate returns MPI errors as codes.
+  explicit OwnedComm(MPI_Comm comm, bool errors_return = false);
+  ~OwnedComm();
+  OwnedComm(const OwnedComm&) = delete;
+  OwnedComm& operator=(const OwnedComm&) = delete;
+
+  MPI_Comm get() const noexcept { return comm_; }
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+/// Collective: every rank passes its own verdict ("" for none). If any rank failed, every
+/// rank throws omgs::Error: its own message, or "<who>: another rank rejected its input
+/// (rank R, ...)" naming the lowest failing rank. No rank throws alone before a collective.
+void agree_on_error(MPI_Comm comm, const std::string& local_error, const std::string& who);
+
+/// Collective: elementwise max and min over ranks of x (one allreduce).
+void max_min(MPI_Comm comm, const std::vector<std::uint64_t>& x, std::vector<std::uint64_t>& mx,
+             std::vector<std::uint64_t>& mn);
+
+/// Collective: replaces every value by its maximum over ranks.
+void max_over_ranks(MPI_Comm comm, std::vector<double>& values);
+
+/// Collective: the mean over ranks of each value, computed on rank 0 (non-finite or
+/// non-positive sums give 0) and broadcast, so every rank gets bit-identical results.
+std::vector<double> mean_from_root(MPI_Comm comm, const std::vector<double>& values);
+
+/// Collective: `repetitions` timed MPI_Iallgatherv of `bytes_per_rank` bytes from every
+/// rank, each after a barrier; returns the durations in seconds.
+std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions);
+
+/// Prints nothing; ends every process of the job with `code` (on_timeout = abort).
+[[noreturn]] void abort_job(MPI_Comm comm, int code) noexcept;
+
+}  // namespace omgs::detail

@@ -1,0 +1,162 @@
+// Internal: the progress engine's state, shared by its set-up (engine_setup.cpp), its hot
+// path (progress_engine.cpp) and the watchdog protocol (watchdog.cpp).
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <omgs/comm.hpp>
+#include <omgs/queue.hpp>
+
+#include "comm/clock.hpp"
+#include "comm/collectives.hpp"
+#include "comm/pinning.hpp"
+#include "comm/watchdog.hpp"
+
+// A pause in busy-wait loops (the progress thread idling, wait()).
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define OMGS_CPU_RELAX() _mm_pause()
+#else
+#define OMGS_CPU_RELAX() ((void)0)
+#endif
+
+namespace omgs::detail {
+
+/// Per-group state. Fields marked [P] belong to whoever drives MPI (the progress thread,
+/// or the owner in inline mode); [O] to the owner; [S] written by the submitter before
+/// the submit-queue push and read by [P] after the pop (the queue's release/acquire
+/// orders them).
+struct GroupState {
+  GroupBuffers buf;
+  const SparsePair* mpi_send = nullptr;  // buf.send or the host mirror
+  SparsePair* mpi_recv = nullptr;        // buf.recv or the host mirror
+  std::vector<SparsePair> host_send;     // staging mirrors (empty unless staging)
+  std::vector<SparsePair> host_recv;
+  std::vector<int> counts;    // [P] per-rank counts of the exchange in flight / last
+  std::vector<int> displs;    // [P]
+  int send_count = 0;         // [S]
+  int total = 0;              // [P] pairs received in the last exchange
+  bool counts_phase = false;  // [P] the count MPI_Iallgather is in flight
+  bool counts_ready = false;  // [P] counts arrived, data not yet posted (waits for plan order)
+  // 0 idle, 1 submitted (not yet reported complete to the owner).
+  std::atomic<int> state{0};
+  bool failed = false;  // [P] MPI reported an error completing the exchange (read by [O]
+                        // after the completion-queue pop, which orders it)
+  // Statistics, relaxed atomics: written by [P] / submitter, read by stats().
+  std::atomic<std::uint64_t> posts{0}, completions{0}, bytes_sent{0}, bytes_received{0};
+  std::atomic<std::uint64_t> post_errors{0};
+  std::atomic<std::uint64_t> post_seq{0};  // [P] writes: the exchange's number (1-based)
+  std::atomic<double> last_submit_s{0}, last_post_s{0}, last_complete_s{0};  // now_s()
+};
+
+/// The MPI datatype of a SparsePair (uint32 index + float value), freed on destruction.
+class PairType {
+ public:
+  PairType();
+  ~PairType();
+  PairType(const PairType&) = delete;
+  PairType& operator=(const PairType&) = delete;
+  MPI_Datatype get() const noexcept { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+class EngineImpl {
+ public:
+  EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups, ProgressOptions options);
+  ~EngineImpl();
+
+  SubmitStatus submit(int g, std::size_t count) noexcept;
+  bool progress() noexcept;
+  bool poll_completed(int& g) noexcept;
+  WaitStatus wait(int g, double timeout_s) noexcept;
+  WaitStatus wait_all(double timeout_s) noexcept;
+  Diagnosis diagnose(int g, double timeout_s);
+  GroupTimes group_times(int g) const noexcept;
+  ProgressStats stats() const;
+
+  // Declared first: set by configure(), before the members below are constructed.
+  int num_groups_ = 0;
+  int ranks_ = 0;
+  int rank_ = 0;
+  ProgressMode mode_ = ProgressMode::inline_;
+  int pinned_pu_ = -1;
+  std::unique_ptr<GroupState[]> groups_;
+
+ private:
+  // Set-up steps (engine_setup.cpp).
+  ProgressOptions configure(MPI_Comm user_comm, ProgressOptions options);
+  std::string validate_groups(const std::vector<GroupBuffers>& groups);
+  void agree_on_groups(const std::vector<GroupBuffers>& groups, const std::string& local_error);
+  void init_groups(const std::vector<GroupBuffers>& groups);
+  void init_driver_state();
+  void start_progress();
+  void shutdown() noexcept;
+
+  bool step() noexcept;               // [P] one pass: pop submissions, post in order, test
+  bool fail_ready_groups() noexcept;  // after a failed completion
+  bool test_inflight() noexcept;
+  bool post_first(int g) noexcept;  // false: MPI refused, retried later
+  bool post_data(int g) noexcept;
+  void post_failed(int g, int rc) noexcept;
+  void note_mpi_error(int code) noexcept;  // counts it, keeps its class for the watchdog
+  bool post_pending_data() noexcept;
+  bool service_watchdog() noexcept;  // [P] answer queries, drive our own diagnosis
+  std::uint64_t exchange_number(int g) const noexcept;
+  void on_request_done(int g) noexcept;
+  void finish_group_owner(int g) noexcept;  // [O] staging copy-back after completion
+  bool pop_completion(int& g) noexcept;     // [O] from the pending list or the queue
+  void thread_main();
+
+  std::string pin_what_ = "options.pin";  // what chose the pin, for messages
+  std::string pin_note_;
+  int thread_level_ = MPI_THREAD_SINGLE;
+  ProgressOptions options_;  // configure(): checked, with the environment applied
+  double epoch_s_ = now_s();
+  // Variable counts: the count exchanges run on their own communicator. Counts of
+  // group g+1 may be posted before the pairs of g on one rank and after on another, and
+  // MPI requires the same collective order on a communicator; per communicator both
+  // streams are in plan order.
+  OwnedComm comm_, count_comm_;
+  // The watchdog's point-to-point queries and replies, apart from the collectives.
+  Watchdog watchdog_;
+  PairType pair_type_;
+  bool gpu_aware_ = false;
+  bool staging_ = false;
+
+  std::unique_ptr<BoundedQueue<int>> submit_q_;
+  std::unique_ptr<BoundedQueue<int>> done_q_;
+
+  // [P] state
+  std::vector<MPI_Request> requests_;  // one slot per group, MPI_REQUEST_NULL when idle
+  std::vector<int> testsome_indices_;
+  std::vector<unsigned char> ready_;  // popped from the submit queue, not yet posted
+  std::vector<MPI_Status> testsome_statuses_;
+  int next_post_ = 0;  // plan order: the next group to post
+  int next_data_ = 0;  // variable counts: the next group whose pairs to post
+  int inflight_ = 0;
+  std::uint64_t cycle_ = 0;          // completed rounds of next_post_ through all groups
+  Clock::time_point retry_after_{};  // after a failed post: back off before the retry
+  bool broken_ = false;              // a collective completed in error: post nothing more
+  std::atomic<std::uint64_t> collectives_posted_{0}, groups_completed_{0}, mpi_errors_{0};
+  ProgressCounters counters_;  // what the watchdog reports
+
+  // [O] completions popped by wait(g) for other groups, kept for poll_completed.
+  std::vector<int> pending_;
+
+  std::unique_ptr<Pinner> pinner_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> stopped_{false};
+  std::thread::id owner_;
+  bool leaked_ = false;
+};
+
+}  // namespace omgs::detail

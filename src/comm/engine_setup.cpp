@@ -1,0 +1,246 @@
+// The progress engine's set-up and shutdown: checks, agreement across ranks, per-group
+// state, the progress thread. Resources are members that free themselves (OwnedComm,
+// Watchdog, PairType), so a failed set-up cleans up on every path.
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdio>
+#include <future>
+
+#include "comm/engine_impl.hpp"
+#include "comm/environment.hpp"
+
+namespace omgs::detail {
+
+namespace {
+
+constexpr const char* who = "omgs::ProgressEngine";
+
+std::size_t next_pow2(std::size_t n) {
+  std::size_t p = 2;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+const char* thread_level_name(int level) {
+  if (level == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
+  if (level == MPI_THREAD_SERIALIZED) return "MPI_THREAD_SERIALIZED";
+  if (level == MPI_THREAD_FUNNELED) return "MPI_THREAD_FUNNELED";
+  return "MPI_THREAD_SINGLE";
+}
+
+}  // namespace
+
+PairType::PairType() {
+  int lengths[2] = {1, 1};
+  MPI_Aint offsets[2] = {static_cast<MPI_Aint>(offsetof(SparsePair, index)),
+                         static_cast<MPI_Aint>(offsetof(SparsePair, value))};
+  MPI_Datatype types[2] = {MPI_UINT32_T, MPI_FLOAT};
+  MPI_Datatype raw = MPI_DATATYPE_NULL;
+  MPI_Type_create_struct(2, lengths, offsets, types, &raw);
+  MPI_Type_create_resized(raw, 0, static_cast<MPI_Aint>(sizeof(SparsePair)), &type_);
+  MPI_Type_free(&raw);
+  MPI_Type_commit(&type_);
+}
+
+PairType::~PairType() {
+  if (type_ != MPI_DATATYPE_NULL && !mpi_finalized()) MPI_Type_free(&type_);
+}
+
+EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
+                       ProgressOptions options)
+    : options_(configure(user_comm, std::move(options))),
+      comm_(user_comm, /*errors_return=*/true),
+      count_comm_(user_comm, /*errors_return=*/true),
+      watchdog_(user_comm) {
+  ranks_ = comm_.size();
+  rank_ = comm_.rank();
+  // Local validation; the verdict is agreed on collectively so that every rank throws.
+  agree_on_groups(groups, validate_groups(groups));
+  init_groups(groups);
+  init_driver_state();
+  start_progress();
+}
+
+/// Before any collective: MPI usable, the environment applied (job scripts set it
+/// uniformly, so a bad value fails on every rank that has it), the progress mode chosen.
+ProgressOptions EngineImpl::configure(MPI_Comm user_comm, ProgressOptions options) {
+  require_mpi_active(who);
+  if (user_comm == MPI_COMM_NULL)
+    throw Error(std::string(who) + ": the communicator is MPI_COMM_NULL");
+  owner_ = std::this_thread::get_id();
+  if (options.read_environment)
+    apply_progress_environment(options.pin, options.gpu_aware, pin_what_);
+  MPI_Query_thread(&thread_level_);
+  mode_ = (thread_level_ >= MPI_THREAD_SERIALIZED && !options.force_inline) ? ProgressMode::thread
+                                                                            : ProgressMode::inline_;
+  if (mode_ == ProgressMode::inline_ && thread_level_ < MPI_THREAD_SERIALIZED) {
+    int is_main = 0;
+    MPI_Is_thread_main(&is_main);
+    if (!is_main)
+      throw Error(std::string(who) + ": MPI was initialized with " +
+                  thread_level_name(thread_level_) +
+                  " and the engine is created on a thread that is not MPI's main thread");
+  }
+  return options;
+}
+
+/// This rank's verdict on the groups and options ("" if fine); decides staging.
+std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups) {
+  if (groups.size() > static_cast<std::size_t>(INT_MAX / 2)) return "too many groups";
+  num_groups_ = static_cast<int>(groups.size());
+  if (num_groups_ == 0) return "no groups given";
+  for (int g = 0; g < num_groups_; ++g) {
+    const GroupBuffers& b = groups[static_cast<std::size_t>(g)];
+    const unsigned long long total = static_cast<unsigned long long>(b.k) * ranks_;
+    if (b.k > static_cast<std::size_t>(INT_MAX) || total > static_cast<unsigned long long>(INT_MAX))
+      return "group " + std::to_string(g) + ": k = " + std::to_string(b.k) + " pairs x " +
+             std::to_string(ranks_) + " ranks = " + std::to_string(total) +
+             " pairs overflows MPI's int count (MPI " + std::to_string(MPI_VERSION) + "." +
+             std::to_string(MPI_SUBVERSION) + " has no large-count collectives used here)";
+    if (b.k > 0 && (b.send == nullptr || b.recv == nullptr))
+      return "group " + std::to_string(g) + ": null send or receive buffer";
+  }
+  gpu_aware_ = options_.gpu_aware == GpuAwareMpi::automatic
+                   ? mpi_reports_gpu_support()
+                   : options_.gpu_aware == GpuAwareMpi::yes;
+  staging_ = options_.buffer_space == MemorySpace::device && !gpu_aware_;
+  if (staging_ && (!options_.copy_to_host || !options_.copy_to_device))
+    return "options.buffer_space is device and MPI is not GPU-aware, but options.copy_to_host / "
+           "options.copy_to_device are not set (needed to stage through host mirrors)";
+  const std::size_t cap = options_.queue_capacity;
+  if (cap != 0 && (cap < 2 || (cap & (cap - 1))))
+    return "options.queue_capacity = " + std::to_string(cap) + " is not a power of two >= 2";
+  return "";
+}
+
+/// Collective: every rank's verdict, then the number of groups, the mode and every k.
+void EngineImpl::agree_on_groups(const std::vector<GroupBuffers>& groups,
+                                 const std::string& local_error) {
+  const std::string prefix = std::string(who) + " (rank " + std::to_string(rank_) + "): ";
+  agree_on_error(comm_.get(), local_error.empty() ? "" : prefix + local_error, who);
+  std::vector<std::uint64_t> mx, mn;
+  max_min(comm_.get(), {static_cast<std::uint64_t>(num_groups_), options_.variable_counts}, mx, mn);
+  if (mx[0] != mn[0])
+    throw Error(prefix + "ranks disagree on the number of groups (" + std::to_string(mn[0]) +
+                " to " + std::to_string(mx[0]) + "; this rank has " + std::to_string(num_groups_) +
+                ")");
+  if (mx[1] != mn[1]) throw Error(prefix + "ranks disagree on options.variable_counts");
+  std::vector<std::uint64_t> ks;
+  for (const GroupBuffers& b : groups) ks.push_back(b.k);
+  max_min(comm_.get(), ks, mx, mn);
+  for (std::size_t g = 0; g < ks.size(); ++g)
+    if (mx[g] != mn[g])
+      throw Error(prefix + "ranks disagree on k of group " + std::to_string(g) + " (" +
+                  std::to_string(mn[g]) + " to " + std::to_string(mx[g]) + "; rank " +
+                  std::to_string(rank_) + " has " + std::to_string(ks[g]) + ")");
+}
+
+/// Counts and displacements once (fixed mode), host mirrors when staging.
+void EngineImpl::init_groups(const std::vector<GroupBuffers>& groups) {
+  groups_.reset(new GroupState[static_cast<std::size_t>(num_groups_)]);
+  const auto P = static_cast<std::size_t>(ranks_);
+  for (int g = 0; g < num_groups_; ++g) {
+    GroupState& s = groups_[static_cast<std::size_t>(g)];
+    s.buf = groups[static_cast<std::size_t>(g)];
+    const int k = static_cast<int>(s.buf.k);
+    s.counts.assign(P, k);
+    s.displs.resize(P);
+    for (std::size_t r = 0; r < P; ++r) s.displs[r] = static_cast<int>(r) * k;
+    s.send_count = k;
+    s.total = k * ranks_;
+    s.last_submit_s = s.last_post_s = s.last_complete_s = epoch_s_;
+    if (staging_) {
+      s.host_send.resize(s.buf.k);
+      s.host_recv.resize(s.buf.k * P);
+      s.mpi_send = s.host_send.data();
+      s.mpi_recv = s.host_recv.data();
+    } else {
+      s.mpi_send = s.buf.send;
+      s.mpi_recv = s.buf.recv;
+    }
+  }
+}
+
+/// Everything the driver and the owner use per iteration, allocated once here.
+void EngineImpl::init_driver_state() {
+  const auto G = static_cast<std::size_t>(num_groups_);
+  requests_.assign(G, MPI_REQUEST_NULL);
+  testsome_indices_.assign(G, 0);
+  testsome_statuses_.resize(G);
+  ready_.assign(G, 0);
+  pending_.reserve(G);
+  // At most one outstanding item per group, so a capacity >= G never reports full.
+  const std::size_t cap = options_.queue_capacity != 0 ? options_.queue_capacity
+                                                       : next_pow2(std::max<std::size_t>(2 * G, 2));
+  submit_q_ = std::make_unique<BoundedQueue<int>>(cap);
+  done_q_ = std::make_unique<BoundedQueue<int>>(next_pow2(std::max<std::size_t>(2 * G, 2)));
+}
+
+/// Thread mode: choose the PU, start the thread and wait until it reports its binding, so
+/// stats are complete. Inline mode: say why there is no thread.
+void EngineImpl::start_progress() {
+  if (mode_ != ProgressMode::thread) {
+    pin_note_ =
+        std::string("unpinned: inline mode (") +
+        (options_.force_inline ? "options.force_inline" : thread_level_name(thread_level_)) +
+        "), no progress thread";
+    return;
+  }
+  pinner_ = std::make_unique<Pinner>();
+  const int pu = pinner_->choose(options_.pin, options_.preferred_pus, pin_what_, pin_note_);
+  // The thread writes pinned_pu_ / pin_note_ before set_value; get() acquires them.
+  std::promise<void> bound;
+  std::future<void> bound_future = bound.get_future();
+  thread_ = std::thread([this, pu, bound = std::move(bound)]() mutable {
+    if (pu >= 0 && pinner_->bind_current_thread(pu, pin_note_)) pinned_pu_ = pu;
+    bound.set_value();  // the promise lives in this lambda, not the constructor
+    thread_main();
+  });
+  bound_future.get();
+}
+
+EngineImpl::~EngineImpl() {
+  shutdown();
+}
+
+/// Drains what was submitted (bounded), then leaves the communicators, the datatype and
+/// the watchdog to their own destructors, which run after this.
+void EngineImpl::shutdown() noexcept {
+  if (stopped_.exchange(true)) return;
+  if (mode_ == ProgressMode::thread) {
+    // Release: the thread's acquire load of stop_ sees every submission made before.
+    stop_.store(true, std::memory_order_release);
+    if (thread_.joinable()) thread_.join();
+  } else if (!mpi_finalized()) {
+    // Inline: drain what was submitted, bounded like the thread.
+    const auto deadline = deadline_after(options_.shutdown_timeout_s);
+    for (;;) {
+      const bool did = step();
+      if (!did && inflight_ == 0 && submit_q_->empty_approx()) break;
+      if (Clock::now() > deadline) break;
+      if (!did) std::this_thread::yield();
+    }
+  }
+  if (mpi_finalized()) {
+    std::fprintf(stderr,
+                 "omgs: warning: ProgressEngine destroyed after MPI_Finalize; its communicator "
+                 "and datatype are not freed\n");
+    return;
+  }
+  if (inflight_ > 0) {
+    // Collectives cannot be cancelled (MPI_Cancel is for point-to-point only). The MPI
+    // library may still write into the receive buffers and read counts/displacements:
+    // keep the group state alive on purpose rather than free memory MPI still uses.
+    std::fprintf(stderr,
+                 "omgs: warning: ProgressEngine shut down with %d collectives still in flight "
+                 "after %.1f s (did every rank submit the same groups?); their state is leaked\n",
+                 inflight_, options_.shutdown_timeout_s);
+    leaked_ = true;
+    (void)groups_.release();
+    auto* keep = new std::vector<MPI_Request>(std::move(requests_));
+    (void)keep;
+  }
+}
+
+}  // namespace omgs::detail

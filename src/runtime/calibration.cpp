@@ -1,0 +1,83 @@
+// Calibration: top-k timed on this device, the allgather of pairs timed on the
+// communicator (through comm), a non-negative linear fit of each (plan/fit.hpp), and the
+// slowest rank's coefficients for everybody.
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include <omgs/detail/kokkos_helpers.hpp>
+
+#include "plan/fit.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace omgs::detail {
+
+/// Top-k on this device at each of `sizes` (ascending), median of three timed runs after a
+/// warm-up. A free function with external linkage: it holds a device lambda.
+void time_topk(const std::vector<std::uint64_t>& sizes, double density,
+               CalibrationReport& calibration) {
+  const std::uint64_t n_max = sizes.back();
+  TopkSelector<ExecSpace> sel(n_max, selected_count(n_max, density));
+  Kokkos::View<float*, DeviceMemory> x("omgs::calibrate::x", n_max);
+  Kokkos::View<std::uint32_t*, DeviceMemory> idx("omgs::calibrate::idx", n_max);
+  Kokkos::View<float*, DeviceMemory> val("omgs::calibrate::val", n_max);
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::calibrate::fill"), Kokkos::RangePolicy<ExecSpace>(0, n_max),
+      KOKKOS_LAMBDA(const std::uint64_t i) {
+        std::uint64_t z = i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        x(i) = static_cast<float>(static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0) - 0.5);
+      });
+  for (std::uint64_t n : sizes) {
+    auto xs = Kokkos::subview(x, std::make_pair(std::uint64_t{0}, n));
+    const std::size_t k = selected_count(n, density);
+    std::vector<double> t;
+    for (int r = 0; r < 4; ++r) {
+      ExecSpace().fence();
+      const double a = now_s();
+      (void)sel.select(xs, k, idx, val);
+      ExecSpace().fence();
+      if (r > 0) t.push_back(now_s() - a);  // the first run warms up
+    }
+    calibration.topk_numel.push_back(n);
+    calibration.topk_s.push_back(median(t));
+  }
+}
+
+void RuntimeImpl::calibrate() {
+  const double t_start = now_s();
+  const std::uint64_t total =
+      std::accumulate(layers.begin(), layers.end(), std::uint64_t{0},
+                      [](std::uint64_t a, const LayerSpec& l) { return a + l.numel; });
+  // Top-k on this device: a handful of sizes up to the model (capped to stay well under a
+  // second); the linear fit extrapolates beyond.
+  const std::uint64_t n_max =
+      std::max<std::uint64_t>(1024, std::min<std::uint64_t>(total, 1u << 21));
+  std::vector<std::uint64_t> sizes;
+  for (std::uint64_t n = n_max; n >= 1024 && sizes.size() < 4; n /= 8) sizes.push_back(n);
+  std::reverse(sizes.begin(), sizes.end());
+  time_topk(sizes, options.density, calibration);
+  // Allgather of (index, value) pairs on this communicator; the first run warms up.
+  for (std::size_t k : {1, 256, 4096, 32768}) {
+    std::vector<double> t = time_allgather(comm, k * sizeof(SparsePair), 6);
+    t.erase(t.begin());
+    calibration.allgather_pairs.push_back(k);
+    calibration.allgather_s.push_back(median(t));
+  }
+  std::vector<double> tx, ax;
+  for (std::uint64_t n : calibration.topk_numel) tx.push_back(static_cast<double>(n));
+  for (std::size_t k : calibration.allgather_pairs)
+    ax.push_back(static_cast<double>(k) * sizeof(SparsePair) * size);
+  const LinearFit topk = fit_nonnegative(tx, calibration.topk_s);
+  const LinearFit ag = fit_nonnegative(ax, calibration.allgather_s);
+  // The slowest rank sets the pace: every rank plans with the maximum, so plans agree.
+  std::vector<double> c = {topk.c0, topk.c1, ag.c0, ag.c1};
+  max_over_ranks(comm, c);
+  model = std::make_unique<AlphaBetaModel>(TopkForm::linear, c[0], c[1],
+                                           std::map<int, AlphaBeta>{{size, {c[2], c[3]}}});
+  calibration.duration_s = now_s() - t_start;
+}
+
+}  // namespace omgs::detail

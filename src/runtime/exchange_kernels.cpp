@@ -1,0 +1,77 @@
+// The pair wire format's device kernels (see exchange_kernels.hpp).
+#include "runtime/exchange_kernels.hpp"
+
+#include <omgs/detail/kokkos_helpers.hpp>
+
+namespace omgs::detail::kernels {
+
+void pack_pairs(const ExecSpace& exec, PairView send, std::size_t offset,
+                Kokkos::View<std::uint32_t*, DeviceMemory> idx,
+                Kokkos::View<float*, DeviceMemory> val, std::size_t k, bool failed) {
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::runtime::pack"), range_policy(exec, 0, static_cast<std::int64_t>(k)),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        SparsePair p;
+        p.index = failed ? failed_marker : idx(i);
+        p.value = failed ? 0.0f : val(i);
+        send(offset + i) = p;
+      });
+}
+
+// Counts with atomics into a preallocated counter: Kokkos 4's parallel_reduce builds a long
+// fence label (a heap allocation) at every call, whatever the result type.
+int count_failed_blocks(const ExecSpace& exec, PairView recv, std::size_t offset, std::size_t k,
+                        int ranks, Kokkos::View<int*, DeviceMemory> count,
+                        Kokkos::View<int*, DeviceMemory>::HostMirror count_host) {
+  if (k == 0) return 0;
+  fill_zero(exec, count);
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::runtime::check_markers"), range_policy(exec, 0, ranks),
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        if (recv(offset + static_cast<std::size_t>(r) * k).index == failed_marker)
+          Kokkos::atomic_add(&count(0), 1);
+      });
+  Kokkos::deep_copy(exec, count_host, count);
+  detail::fence(exec);
+  return count_host(0);
+}
+
+void scatter_add(const ExecSpace& exec, PairView recv, std::size_t recv_offset, std::size_t count,
+                 GradientView agg, std::size_t group_offset, std::size_t numel, float scale) {
+  auto out = Kokkos::subview(agg, std::make_pair(group_offset, group_offset + numel));
+  fill_zero(exec, out);
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::runtime::scatter_add"),
+      range_policy(exec, 0, static_cast<std::int64_t>(count)), KOKKOS_LAMBDA(const std::size_t i) {
+        const SparsePair p = recv(recv_offset + i);
+        Kokkos::atomic_add(&out(p.index), p.value * scale);
+      });
+}
+
+void add_back(const ExecSpace& exec, PairView send, std::size_t offset, std::size_t k,
+              GradientView resid, std::size_t group_offset) {
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::runtime::restore"), range_policy(exec, 0, static_cast<std::int64_t>(k)),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        const SparsePair p = send(offset + i);
+        resid(group_offset + p.index) += p.value;
+      });
+}
+
+void copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> d(
+      static_cast<char*>(dst), bytes);
+  Kokkos::View<const char*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> s(
+      static_cast<const char*>(src), bytes);
+  Kokkos::deep_copy(d, s);
+}
+
+void copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  Kokkos::View<char*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>> d(
+      static_cast<char*>(dst), bytes);
+  Kokkos::View<const char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> s(
+      static_cast<const char*>(src), bytes);
+  Kokkos::deep_copy(d, s);
+}
+
+}  // namespace omgs::detail::kernels

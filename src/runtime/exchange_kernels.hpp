@@ -1,0 +1,43 @@
+// Internal: the pair wire format on the device. A group's pairs are SparsePair
+// (<omgs/comm.hpp>); a rank that cannot contribute sends the failure marker instead.
+// Device kernels are free functions with external linkage: CUDA's extended lambdas may not
+// sit in member functions or in functions with internal linkage (an anonymous namespace).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <omgs/runtime.hpp>
+
+namespace omgs::detail::kernels {
+
+/// A rank that cannot contribute a group (non-finite gradient) sends pairs with this index:
+/// every rank sees it and skips the group, so all ranks fail the step together.
+constexpr std::uint32_t failed_marker = 0xFFFFFFFFu;
+
+using PairView = Kokkos::View<SparsePair*, DeviceMemory>;
+
+/// send[offset, offset + k) = the selected (index, value), or markers when `failed`.
+void pack_pairs(const ExecSpace& exec, PairView send, std::size_t offset,
+                Kokkos::View<std::uint32_t*, DeviceMemory> idx,
+                Kokkos::View<float*, DeviceMemory> val, std::size_t k, bool failed);
+
+/// How many ranks' blocks of k pairs (from recv[offset]) start with the marker; counts
+/// into a preallocated counter and its host mirror.
+int count_failed_blocks(const ExecSpace& exec, PairView recv, std::size_t offset, std::size_t k,
+                        int ranks, Kokkos::View<int*, DeviceMemory> count,
+                        Kokkos::View<int*, DeviceMemory>::HostMirror count_host);
+
+/// agg[group] = 0, then agg[group_offset + index] += value * scale for `count` pairs.
+void scatter_add(const ExecSpace& exec, PairView recv, std::size_t recv_offset, std::size_t count,
+                 GradientView agg, std::size_t group_offset, std::size_t numel, float scale);
+
+/// resid[group_offset + index] += value for this rank's k pairs (the selection goes back).
+void add_back(const ExecSpace& exec, PairView send, std::size_t offset, std::size_t k,
+              GradientView resid, std::size_t group_offset);
+
+/// Staging through host mirrors when MPI is not GPU-aware (ProgressOptions::copy_to_*).
+void copy_to_host(void* dst, const void* src, std::size_t bytes);
+void copy_to_device(void* dst, const void* src, std::size_t bytes);
+
+}  // namespace omgs::detail::kernels

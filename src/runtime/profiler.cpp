@@ -1,0 +1,148 @@
+// The profiler: backward times measured from the spacing of ready() calls, the measured
+// timeline of each iteration (and its trace events), and the one replan after profiling.
+#include <algorithm>
+#include <cmath>
+
+#include <omgs/detail/kokkos_helpers.hpp>
+
+#include "runtime/runtime_impl.hpp"
+
+namespace omgs::detail {
+
+namespace {
+
+/// Gives every NaN entry of t the time per element of the others (0 if none is known).
+void fill_by_rate(const std::vector<LayerSpec>& layers, std::vector<double>& t) {
+  double known_s = 0, known_numel = 0;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (std::isnan(t[l])) continue;
+    known_s += t[l];
+    known_numel += static_cast<double>(layers[l].numel);
+  }
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    if (std::isnan(t[l]))
+      t[l] = known_numel > 0 ? known_s / known_numel * static_cast<double>(layers[l].numel) : 0.0;
+}
+
+}  // namespace
+
+/// The measured pipeline of the iteration just finished, in the form of Plan::predicted,
+/// and its trace events. A layer whose compute time is unknown (the first ready() without
+/// begin_backward()) gets the time per element of the others.
+void RuntimeImpl::finish_timeline() noexcept {
+  estimated_layer = layers.size();
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (std::isnan(layer_bwd_s[l])) {
+      // Its mean so far if it was ever measured, else (below) the others' time per element.
+      estimated_layer = l;
+      if (bwd_count[l] > 0) layer_bwd_s[l] = bwd_sum[l] / bwd_count[l];
+    } else {
+      layer_bwd_s[l] = std::max(0.0, layer_bwd_s[l]);
+    }
+  }
+  fill_by_rate(layers, layer_bwd_s);
+  double origin = std::numeric_limits<double>::infinity();
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    origin = std::min(origin, layer_ready_s[l] - layer_bwd_s[l]);
+  measured.compute_end_s = 0;
+  measured.iteration_end_s = 0;
+  measured.comm_total_s = 0;
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    const Group& gr = plan.groups[g];
+    double bstart = std::numeric_limits<double>::infinity();
+    for (std::size_t l = gr.begin; l < gr.end; ++l)
+      bstart = std::min(bstart, layer_ready_s[l] - layer_bwd_s[l]);
+    const GroupTimes ct = engine->group_times(static_cast<int>(g));
+    GroupTiming& t = measured.groups[g];
+    t.backward_start_s = bstart - origin;
+    t.topk_start_s = topk_start_s[g] - origin;
+    t.topk_end_s = topk_end_s[g] - origin;
+    t.comm_start_s = ct.post_s - origin;
+    t.comm_end_s = ct.complete_s - origin;
+    measured.compute_end_s = std::max(measured.compute_end_s, t.topk_end_s);
+    measured.iteration_end_s = std::max(measured.iteration_end_s, t.comm_end_s);
+    measured.comm_total_s += t.comm_end_s - t.comm_start_s;
+    record(TraceKind::backward, static_cast<int>(g), bstart, topk_start_s[g]);
+    record(TraceKind::sparsify, static_cast<int>(g), topk_start_s[g], topk_end_s[g]);
+    record(TraceKind::queue, static_cast<int>(g), ct.submit_s, ct.post_s);
+    record(TraceKind::allgather, static_cast<int>(g), ct.post_s, ct.complete_s);
+    if (!std::isnan(agg_start_s[g]))
+      record(TraceKind::aggregate, static_cast<int>(g), agg_start_s[g], agg_end_s[g]);
+    agg_start_s[g] = agg_end_s[g] = nan_s;
+  }
+  measured.non_overlapped_comm_s = std::max(0.0, measured.iteration_end_s - measured.compute_end_s);
+}
+
+/// After profiling: average the measured backward times over iterations and ranks (rank
+/// 0's reduction, broadcast, so every rank plans with bit-identical inputs), plan with the
+/// chosen planner, check the plan everywhere, and rebuild what depends on the groups.
+/// Collective; every rank calls it at the same iteration. On failure `profiling` stays
+/// true and the layer-wise plan is kept.
+void RuntimeImpl::replan() noexcept {
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::replan"));
+  const std::size_t L = layers.size();
+  const Plan previous = plan;
+  try {
+    engine.reset();  // idle (finish() waited for every group); stops the thread first
+    std::vector<double> mean(L);
+    for (std::size_t l = 0; l < L; ++l)
+      mean[l] = bwd_count[l] > 0 ? bwd_sum[l] / bwd_count[l] : nan_s;
+    // A layer never measured (always the first ready() without begin_backward) gets the
+    // time per element of the others.
+    fill_by_rate(layers, mean);
+    const std::vector<double> sum = mean_from_root(comm, mean);
+    std::vector<LayerSpec> measured_layers = layers;
+    for (std::size_t l = 0; l < L; ++l) measured_layers[l].backward_s = sum[l];
+    const PlanConfig config{size, options.density, options.threshold_numel};
+    std::string err;
+    try {
+      plan = make_plan(options.planner, measured_layers, *model, config);
+    } catch (const std::exception& e) {
+      err = e.what();
+      plan = previous;
+    }
+    agree_on_error(comm, err, "omgs");
+    check_plan();
+    try {
+      check_sizes();
+      allocate_groups();
+    } catch (const Error& e) {
+      err = e.what();
+    }
+    agree_on_error(comm, err, "omgs");
+    layers = std::move(measured_layers);
+    start_engine();
+    profiling = false;
+  } catch (const std::exception& e) {
+    last_error = std::string("omgs: planning with the measured backward times failed (") +
+                 e.what() + "); communication stays layer-wise";
+    try {
+      plan = previous;
+      allocate_groups();
+      if (!engine) start_engine();
+    } catch (const std::exception& e2) {
+      last_error += std::string("; restoring it failed too: ") + e2.what();
+    }
+  }
+  Kokkos::Profiling::popRegion();
+}
+
+/// After finish(): add this iteration's backward times; at the last profiled iteration
+/// (the same on every rank) replan. A failed replan keeps the layer-wise plan for good.
+void RuntimeImpl::accumulate_profile(IterationStats& st) noexcept {
+  if (!profiling) return;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (l == estimated_layer) continue;  // not measured in this iteration
+    bwd_sum[l] += layer_bwd_s[l];
+    ++bwd_count[l];
+  }
+  if (++profiled != options.profile_iterations) return;
+  replan();
+  st.replanned = !profiling;
+  if (profiling) {
+    st.status = Status::plan_failed;
+    profiling = false;  // keep the layer-wise plan; do not try again
+  }
+}
+
+}  // namespace omgs::detail

@@ -1,0 +1,178 @@
+// Internal: the runtime's state, split into parts by lifetime, and the member functions
+// each source file of src/runtime defines (docs/architecture.md, "where to change what").
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <omgs/runtime.hpp>
+#include <omgs/select.hpp>
+
+#include "comm/clock.hpp"
+#include "comm/collectives.hpp"
+
+namespace omgs::detail {
+
+constexpr double nan_s = std::numeric_limits<double>::quiet_NaN();
+
+/// Set once by the constructor (setup.cpp, calibration.cpp); only the replan replaces the
+/// layers' backward times.
+struct SetupState {
+  std::unique_ptr<OwnedComm> owned_comm;  // freed last, after the engine's
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  std::vector<LayerSpec> layers;
+  RuntimeOptions options;
+  bool measuring = false;  // backward times measured (at construction: agreed by all ranks)
+  std::unique_ptr<PerfModel> model;
+  CalibrationReport calibration;
+};
+
+/// Everything that depends on the plan (buffers.cpp): rebuilt once after profiling.
+struct BufferState {
+  using Selector = TopkSelector<ExecSpace>;
+  using PairView = Kokkos::View<SparsePair*, DeviceMemory>;
+
+  Plan plan;
+  std::vector<std::size_t> layer_offset;
+  std::vector<std::size_t> group_offset, group_numel, group_k, send_offset, recv_offset;
+  GradientView grad, resid, agg;
+  Kokkos::View<std::uint32_t*, DeviceMemory> sel_index;
+  Kokkos::View<float*, DeviceMemory> sel_value;
+  PairView send, recv;
+  Kokkos::View<int*, DeviceMemory> bad_blocks;  // count_failed_blocks(), allocated once
+  Kokkos::View<int*, DeviceMemory>::HostMirror bad_blocks_host;
+  std::unique_ptr<Selector> selector;
+  std::unique_ptr<ProgressEngine> engine;
+};
+
+/// One iteration, from the first ready() to the end of finish() (runtime.cpp).
+struct IterationState {
+  std::vector<char> is_ready;
+  std::vector<std::size_t> remaining;
+  std::vector<char> failed_here;  // this rank could not contribute group g
+  std::vector<char> group_done;   // finish() has dealt with group g in this iteration
+  std::size_t ready_count = 0;
+  double iteration_start_s = 0.0;
+  IterationStats stats, current;
+  std::string last_error;
+  std::uint64_t iterations = 0;
+  std::atomic<int> in_call{0};  // ready / finish / begin_backward running (CallGuard)
+  Diagnosis diagnosis;
+};
+
+/// Measured backward times and the measured timeline (profiler.cpp). Timestamps are
+/// now_s() seconds, all allocated at construction.
+struct ProfileState {
+  bool profiling = false;  // still measuring: the plan in use is layer-wise
+  int profiled = 0;
+  std::vector<double> bwd_sum;  // per layer, over the profiled iterations where it was measured
+  std::vector<int> bwd_count;
+  std::size_t estimated_layer = 0;  // finish_timeline(): the layer whose time was estimated (or L)
+  double begin_s = nan_s;           // begin_backward()
+  double last_return_s = nan_s;     // when the previous ready() (or begin_backward) returned
+  std::vector<double> layer_ready_s, layer_bwd_s;  // per layer: ready() entry, its compute
+  std::vector<double> topk_start_s, topk_end_s, agg_start_s, agg_end_s;  // per group
+  Timeline measured;
+};
+
+enum class TraceKind : std::uint8_t { backward, sparsify, queue, allgather, aggregate, wait };
+
+/// The Chrome trace (trace.cpp): a fixed buffer of events, written at the end.
+class TraceRecorder {
+ public:
+  /// Starts recording into `max_events` slots; the destructor of the runtime writes `path`.
+  void start(std::string path, std::size_t max_events);
+  void record(TraceKind kind, std::uint64_t iteration, int group, double t0, double t1) noexcept {
+    if (events_.empty()) return;
+    if (count_ == events_.size()) {
+      ++dropped_;
+      return;
+    }
+    events_[count_++] = {t0, t1, iteration, group, kind};
+  }
+  const std::string& path() const noexcept { return path_; }
+  void write(const std::string& path, int rank, int size, std::size_t groups) const;
+
+ private:
+  struct Event {
+    double t0_s = 0, t1_s = 0;  // now_s()
+    std::uint64_t iteration = 0;
+    std::int32_t group = -1;
+    TraceKind kind = TraceKind::backward;
+  };
+  std::string path_;
+  std::vector<Event> events_;
+  std::size_t count_ = 0;
+  std::uint64_t dropped_ = 0;
+  double origin_s_ = 0.0;
+};
+
+/// The trace file of `rank`: "%r" -> rank; without it ranks > 0 insert ".<rank>" before
+/// the extension.
+std::string trace_file(const std::string& path, int rank, int size);
+
+class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState {
+ public:
+  RuntimeImpl(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions options);
+  ~RuntimeImpl();
+
+ private:
+  friend class omgs::Runtime;
+
+  // setup.cpp: validation, environment, agreement, model choice.
+  std::string check_local_input(std::string& trace_path);
+  void check_agreement();
+  void make_model();
+  void check_plan();
+  void build_initial_plan();
+  // calibration.cpp
+  void calibrate();
+  // buffers.cpp: sizes, allocation, group ranges and labels, engine start.
+  void check_sizes() const;
+  void allocate_layers();
+  void allocate_groups();
+  void start_engine();
+  GradientView layer_slice(const GradientView& flat, std::size_t l, const char* accessor) const;
+  void reset_remaining();
+  std::string group_label(std::size_t g) const;
+  std::pair<std::size_t, std::size_t> group_range(std::size_t g) const;
+  void skip_group(std::size_t g);
+  void restore_own_selection(std::size_t g);
+  // The selector's execution space instance serves every kernel and fence: constructing
+  // an instance heap-allocates in Kokkos 4, and ready() / finish() must not allocate.
+  const ExecSpace& exec() const { return selector->execution_space_instance(); }
+  // runtime.cpp: the iteration.
+  Status ready(std::size_t l) noexcept;
+  void sparsify(std::size_t g);
+  void submit(std::size_t g);
+  void aggregate(std::size_t g);
+  Status fail(Status s, std::string message) {
+    last_error = std::move(message);
+    return s;
+  }
+  IterationStats finish() noexcept;  // the steps below
+  IterationStats not_all_ready();
+  WaitStatus wait_for_group(std::size_t g);
+  IterationStats timed_out(std::size_t g);
+  void complete_group(std::size_t g, WaitStatus w);
+  void close_iteration(double finish_start);
+  // profiler.cpp: measured backward times, the measured timeline, the replan.
+  void finish_timeline() noexcept;
+  void accumulate_profile(IterationStats& st) noexcept;
+  void replan() noexcept;
+  void record(TraceKind kind, int group, double t0, double t1) noexcept {
+    trace_.record(kind, iterations, group, t0, t1);
+  }
+  // trace.cpp
+  void write_svg(const std::string& path) const;
+
+  TraceRecorder trace_;
+};
+
+}  // namespace omgs::detail

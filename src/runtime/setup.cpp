@@ -1,0 +1,241 @@
+// The runtime's set-up: local checks of the input and the environment, the verdict and the
+// fingerprints agreed across ranks, the choice of performance model, the first plan.
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include <omgs/detail/kokkos_helpers.hpp>
+
+#include "comm/environment.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace omgs::detail {
+
+namespace {
+
+std::uint64_t fnv1a(std::uint64_t h, const void* data, std::size_t n) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+constexpr std::uint64_t fnv_basis = 14695981039346656037ull;
+
+std::uint64_t hash_layer(const LayerSpec& l) {
+  std::uint64_t h = fnv1a(fnv_basis, l.name.data(), l.name.size());
+  return fnv1a(h, &l.numel, sizeof l.numel);
+}
+
+std::uint64_t double_bits(double d) {
+  std::uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+/// Applies the OMGS_* environment variables to the options (they win), and checks every
+/// value; throws omgs::Error naming the variable.
+void apply_environment(RuntimeOptions& o) {
+  if (!o.read_environment) return;
+  std::string pin_source;
+  apply_progress_environment(o.progress_pin, o.gpu_aware, pin_source);
+  if (const char* v = env_value("OMGS_TRACE")) o.trace_path = v;
+  if (const char* v = env_value("OMGS_TIMEOUT_S")) {
+    char* end = nullptr;
+    const double t = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !std::isfinite(t) || !(t > 0))
+      throw Error(std::string("omgs: OMGS_TIMEOUT_S='") + v +
+                  "' is not a positive number of seconds");
+    o.wait_timeout_s = t;
+  }
+  if (const char* v = env_value("OMGS_ON_TIMEOUT")) {
+    const std::string a = v;
+    if (a == "report")
+      o.on_timeout = TimeoutAction::report;
+    else if (a == "abort")
+      o.on_timeout = TimeoutAction::abort;
+    else
+      throw Error("omgs: OMGS_ON_TIMEOUT='" + a + "' is not 'report' or 'abort'");
+  }
+}
+
+/// Before the communicator is duplicated: MPI and Kokkos usable, the communicator valid.
+MPI_Comm checked_comm(MPI_Comm comm) {
+  require_mpi_active("omgs::Runtime");
+  if (!Kokkos::is_initialized()) throw Error("omgs::Runtime: Kokkos must be initialized");
+  if (comm == MPI_COMM_NULL) throw Error("omgs::Runtime: the communicator is MPI_COMM_NULL");
+  return comm;
+}
+
+}  // namespace
+
+RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
+                         RuntimeOptions user_options) {
+  owned_comm = std::make_unique<OwnedComm>(checked_comm(user_comm));
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::init"));
+  comm = owned_comm->get();
+  rank = owned_comm->rank();
+  size = owned_comm->size();
+  layers = std::move(user_layers);
+  options = std::move(user_options);
+  // Local checks first; the verdict is agreed before any other collective, so a bad input
+  // on one rank makes every rank throw instead of leaving the others in a collective.
+  std::string trace_path;
+  agree_on_error(comm, check_local_input(trace_path), "omgs");
+  check_agreement();
+  make_model();
+  build_initial_plan();
+  // A rank that cannot allocate must not leave the others in the engine's collectives.
+  std::string err;
+  try {
+    check_sizes();
+    allocate_layers();
+    allocate_groups();
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  agree_on_error(comm, err, "omgs");
+  start_engine();
+  if (!trace_path.empty())  // from now on the destructor writes it
+    trace_.start(trace_path, std::max<std::size_t>(options.trace_max_events, 1));
+  Kokkos::Profiling::popRegion();
+}
+
+RuntimeImpl::~RuntimeImpl() {
+  engine.reset();  // stops the thread, frees its communicators, before ours
+  if (!trace_.path().empty()) {
+    try {
+      trace_.write(trace_.path(), rank, size, plan.groups.size());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "omgs: warning: %s\n", e.what());
+    }
+  }
+}
+
+/// This rank's verdict on its input and environment ("" if fine); decides whether backward
+/// times are measured and, with a trace, its file (checked writable now, not after a run).
+std::string RuntimeImpl::check_local_input(std::string& trace_path) {
+  try {
+    apply_environment(options);
+    validate_layers(layers);
+    validate_density(options.density);
+    if (options.planner == Planner::threshold && options.threshold_numel == 0)
+      throw Error("omgs: the threshold planner needs threshold_numel > 0");
+    if (!(options.wait_timeout_s > 0) || !std::isfinite(options.wait_timeout_s))
+      throw Error("omgs: wait_timeout_s must be a positive number of seconds");
+    if (!(options.watchdog_query_s > 0) || !std::isfinite(options.watchdog_query_s))
+      throw Error("omgs: watchdog_query_s must be a positive number of seconds");
+    bool all_zero = true;
+    for (const LayerSpec& l : layers) all_zero = all_zero && l.backward_s == 0.0;
+    measuring = options.backward_times == BackwardTimes::measure ||
+                (options.backward_times == BackwardTimes::automatic && all_zero);
+    if (measuring && options.profile_iterations < 1)
+      throw Error("omgs: profile_iterations must be >= 1 to measure backward times (it is " +
+                  std::to_string(options.profile_iterations) + ")");
+    if (!options.trace_path.empty()) {
+      trace_path = trace_file(options.trace_path, rank, size);
+      std::FILE* f = std::fopen(trace_path.c_str(), "wb");
+      if (f == nullptr)
+        throw Error("omgs: cannot write the trace file '" + trace_path +
+                    "': " + std::strerror(errno));
+      std::fclose(f);
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// While profiling every layer is its own group: training proceeds, and ready() spacing
+/// measures each layer's backward time.
+void RuntimeImpl::build_initial_plan() {
+  profiling = measuring;
+  const PlanConfig config{size, options.density, options.threshold_numel};
+  plan = make_plan(profiling ? Planner::layerwise : options.planner, layers, *model, config);
+  check_plan();
+}
+
+void RuntimeImpl::check_agreement() {
+  // One small allreduce first: a different layer count would make the per-layer one
+  // mismatch in size (undefined behaviour in MPI).
+  std::uint64_t h_layers = fnv_basis;
+  for (const LayerSpec& l : layers) {
+    const std::uint64_t hl = hash_layer(l);
+    h_layers = fnv1a(h_layers, &hl, sizeof hl);
+  }
+  const std::uint64_t planner = static_cast<std::uint64_t>(options.planner);
+  const std::uint64_t perf = fnv1a(fnv_basis, options.perf_model.data(), options.perf_model.size());
+  const std::vector<std::uint64_t> mine = {layers.size(),
+                                           h_layers,
+                                           double_bits(options.density),
+                                           planner,
+                                           options.threshold_numel,
+                                           perf,
+                                           measuring ? 1u : 0u,
+                                           static_cast<std::uint64_t>(options.profile_iterations)};
+  std::vector<std::uint64_t> mx, mn;
+  max_min(comm, mine, mx, mn);
+  if (mx[0] != mn[0])
+    throw Error("omgs: ranks disagree on the number of layers (between " + std::to_string(mn[0]) +
+                " and " + std::to_string(mx[0]) + "; this rank " + std::to_string(rank) + " has " +
+                std::to_string(layers.size()) + ")");
+  if (mx[1] != mn[1]) {
+    std::vector<std::uint64_t> per(layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) per[i] = hash_layer(layers[i]);
+    std::vector<std::uint64_t> pmx, pmn;
+    max_min(comm, per, pmx, pmn);
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      if (pmx[i] != pmn[i])
+        throw Error("omgs: ranks disagree on layer " + std::to_string(i) + " (this rank " +
+                    std::to_string(rank) + " has '" + layers[i].name + "' with numel " +
+                    std::to_string(layers[i].numel) + ")");
+  }
+  const char* what[] = {nullptr,
+                        nullptr,
+                        "density",
+                        "planner",
+                        "threshold_numel",
+                        "perf_model",
+                        "backward_times (measured on some ranks, given on others)",
+                        "profile_iterations"};
+  for (std::size_t i = 2; i < mine.size(); ++i)
+    if (mx[i] != mn[i])
+      throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +
+                  std::to_string(rank) + ")");
+}
+
+void RuntimeImpl::make_model() {
+  std::string err;
+  try {
+    if (options.perf_model == "reference") {
+      model = std::make_unique<ReferenceModel>();
+      model->check_workers(size);
+    } else if (options.perf_model != "calibrate") {
+      model = make_perf_model(options.perf_model);
+      model->check_workers(size);
+    }
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  agree_on_error(comm, err, "omgs");
+  if (options.perf_model == "calibrate") calibrate();
+}
+
+void RuntimeImpl::check_plan() {
+  std::uint64_t h = fnv_basis;
+  for (const Group& g : plan.groups) {
+    h = fnv1a(h, &g.begin, sizeof g.begin);
+    h = fnv1a(h, &g.end, sizeof g.end);
+  }
+  std::vector<std::uint64_t> mx, mn;
+  max_min(comm, {h, plan.groups.size()}, mx, mn);
+  if (mx[0] != mn[0])
+    throw Error("omgs: ranks computed different plans (between " + std::to_string(mn[1]) + " and " +
+                std::to_string(mx[1]) + " groups; this rank " + std::to_string(rank) + " has " +
+                std::to_string(plan.groups.size()) +
+                "): their backward times or performance models differ");
+}
+
+}  // namespace omgs::detail
