@@ -2,22 +2,21 @@
 // error-feedback form the runtime uses (acc = residual + grad, select from acc, the new
 // residual is acc with the selected entries zeroed).
 //
-// Algorithm (docs/select.md has the full story): radix select on the 31-bit magnitude key
-// (float bits & 0x7fffffff orders finite magnitudes as unsigned integers) in three digit
-// levels of 11 + 11 + 9 bits.
-//   pass 1 (full read): per-team histograms of the top 11 bits in scratch memory, merged
-//          into one global histogram; non-finite entries are counted in the same pass.
-//   pass 2 (full read, one parallel_scan): entries whose top digit is above the threshold
-//          bucket are certainly selected and are written, in index order, to a buffer; the
-//          entries of the threshold bucket (the candidates) are compacted, in index order,
-//          into a small buffer; the feedback form writes the new residual here.
-//   then, on the candidates only: one team resolves the last two digits (the exact
-//          threshold key T and how many entries with key == T are taken, lowest index first),
-//          a scan picks the selected candidates in index order, and a merge of the two
-//          index-sorted lists writes the output (no per-element global atomics anywhere).
-// When the threshold bucket holds more entries than the candidate buffer (e.g. all values
-// equal) or k exceeds the selector's max_k, a slower path does the last two digits as full
-// passes and writes the output with one full parallel_scan (up to four reads of the input).
+// Three paths (docs/select.md has the full story, with passes, launches and round trips),
+// all on the 31-bit magnitude key (float bits & 0x7fffffff orders finite magnitudes as
+// unsigned integers), all exact and identical on every backend:
+//   small (n <= 8192): one team does a radix select (11 + 11 + 9 bit digits) and writes the
+//          output (and residual) in index order: one launch, one read-back.
+//   sampled (the common case): a one-team kernel takes a strided sample of the input and
+//          sets a lower key bound a few standard deviations below the sample's estimate of
+//          the k-th key; ONE fused pass counts the non-finite entries and compacts every
+//          entry at or above the bound, in index order, into per-team segments of the
+//          candidate buffer (no global atomics); one team resolves the exact threshold on the
+//          candidates and writes the output; the feedback form then writes the residual in
+//          one fully parallel pass. One host read-back (the per-team counts).
+//   radix: full histogram passes (detail/select_radix.hpp), when k is too large for the
+//          candidate buffer, or as the fallback when the bracket missed (too few candidates,
+//          or a segment overflowed, e.g. all values equal).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -74,9 +73,10 @@ struct TopkResult {
 /// select_with_feedback() never allocate and never throw; they return a TopkResult.
 ///
 /// Kernels are enqueued on the execution space instance given at construction. The call
-/// synchronizes once (to read the first histogram back to the host) and, on the slow path,
-/// twice more; the outputs are complete after exec.fence() (the call itself does not fence
-/// at the end). Not thread-safe: one selector per thread of control.
+/// synchronizes once (small and sampled paths: to read the non-finite / candidate counts
+/// back to the host; the radix path up to three times); the outputs are complete after
+/// exec.fence() (the call itself does not fence at its end). Not thread-safe: one selector
+/// per thread of control.
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
 class TopkSelector {
  public:
@@ -271,7 +271,7 @@ class TopkSelector {
     for (std::int64_t r = 0; r < league; ++r) {
       m += counts_host_(2 * r);
       bad += counts_host_(2 * r + 1);
-      overflow = overflow || counts_host_(2 * r) > static_cast<std::uint32_t>(seg);
+      overflow = overflow || counts_host_(2 * r) > static_cast<std::uint32_t>(seg - 1);
     }
     result = TopkResult();
     if (bad != 0) {
@@ -285,8 +285,10 @@ class TopkSelector {
         Cand{counts_, cand_index_, cand_value_, static_cast<int>(league), seg},
         static_cast<std::uint32_t>(k), out, nonfinite_, Vector()});
     if (Feedback) {
-      Kokkos::parallel_for(OMGS_LABEL("omgs::select::residual"), detail::range_policy(exec_, 0, n),
-                           detail::SelectResidualPass<ExecSpace>{src.a, src.residual, state_});
+      Kokkos::parallel_for(
+          OMGS_LABEL("omgs::select::residual"),
+          Kokkos::TeamPolicy<ExecSpace>(exec_, static_cast<int>(league), Kokkos::AUTO),
+          detail::SelectResidualPass<ExecSpace>{src.a, src.residual, state_, n, chunk});
     }
     result.selected = k;
     return true;

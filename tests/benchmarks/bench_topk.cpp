@@ -92,10 +92,12 @@ struct AddInto {
 float max_abs(const FloatView& x) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
+    // max of the magnitude keys (bits & 0x7fffffff): a float max reduction is a latency-bound
+    // chain at -O2, the integer one vectorizes and runs at memory speed.
     const float* p = x.data();
-    float m = 0.0f;
-    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(p[i]));
-    return m;
+    std::uint32_t m = 0;
+    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, omgs::detail::magnitude_key(p[i]));
+    return static_cast<float>(m);
   }
   float m = 0.0f;
   Kokkos::parallel_reduce("bench::maxabs", Kokkos::RangePolicy<Exec>(0, n), MaxAbs{x}, m);

@@ -68,7 +68,7 @@ struct SelectOneTeam {
 /// The fused pass of the sampled path: team r scans its chunk of the input once, counts the
 /// non-finite entries and the entries with key >= bound, and writes the first `stride` of
 /// the latter, in index order, to its segment [r * stride, (r + 1) * stride) of the
-/// candidate buffer. counts(2 r) = candidates seen (may exceed stride: the bracket missed),
+/// candidate buffer. counts(2 r) = candidates seen (more than stride - 1: the bracket missed),
 /// counts(2 r + 1) = non-finite entries. Nothing else is written.
 template <class Exec, bool Feedback>
 struct SelectBracketPass {
@@ -80,13 +80,15 @@ struct SelectBracketPass {
   Kokkos::View<float*, Mem> cand_value;
   std::int64_t n = 0, chunk = 0, stride = 0;
 
-  KOKKOS_FORCEINLINE_FUNCTION void keep(std::int64_t i, float v, std::int64_t base,
-                                        std::uint64_t& c) const {
-    if (static_cast<std::int64_t>(c) < stride) {
-      cand_index(base + static_cast<std::int64_t>(c)) = static_cast<std::uint32_t>(i);
-      cand_value(base + static_cast<std::int64_t>(c)) = v;
-    }
-    ++c;
+  /// Branch-free compaction step (host teams): the entry is written to the next free slot
+  /// and kept only if it is a candidate. Slot stride - 1 is a spill slot, so a segment holds
+  /// at most stride - 1 candidates (more: the bracket missed).
+  KOKKOS_FORCEINLINE_FUNCTION void keep(std::int64_t i, float v, bool cand, std::int64_t base,
+                                        std::int64_t& c) const {
+    const std::int64_t p = c < stride - 1 ? c : stride - 1;
+    cand_index(base + p) = static_cast<std::uint32_t>(i);
+    cand_value(base + p) = v;
+    c += cand ? 1 : 0;
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
@@ -97,7 +99,8 @@ struct SelectBracketPass {
     if (team.team_size() == 1) {
       // Host backends: blocks of 32 whose largest key is below the bound are skipped after
       // a max reduction the compiler vectorizes; the rare other blocks are scanned.
-      std::uint64_t c = 0, bad = 0;
+      std::int64_t c = 0;
+      std::uint64_t bad = 0;
       constexpr std::int64_t block = 32;
       std::int64_t i = begin;
       for (; i + block <= end; i += block) {
@@ -111,14 +114,14 @@ struct SelectBracketPass {
           const float v = src(j);
           const std::uint32_t key = magnitude_key(v);
           bad += key_is_nonfinite(key) ? 1 : 0;
-          if (key >= bound) keep(j, v, base, c);
+          keep(j, v, key >= bound, base, c);
         }
       }
       for (; i < end; ++i) {
         const float v = src(i);
         const std::uint32_t key = magnitude_key(v);
         bad += key_is_nonfinite(key) ? 1 : 0;
-        if (key >= bound) keep(i, v, base, c);
+        keep(i, v, key >= bound, base, c);
       }
       counts(2 * r) = static_cast<std::uint32_t>(c);
       counts(2 * r + 1) = static_cast<std::uint32_t>(bad);
@@ -135,7 +138,7 @@ struct SelectBracketPass {
                                 (std::uint64_t(key_is_nonfinite(key)) << 32) | std::uint64_t(cand);
                             if (final) {
                               const std::int64_t p = static_cast<std::int64_t>(upd & 0xffffffffu);
-                              if (cand && p < stride) {
+                              if (cand && p < stride - 1) {
                                 cand_index(base + p) = static_cast<std::uint32_t>(i);
                                 cand_value(base + p) = v;
                               }
@@ -151,18 +154,56 @@ struct SelectBracketPass {
 };
 
 /// The residual pass of the sampled feedback form: residual = acc, or 0 where acc was
-/// selected (key > T, or key == T at an index up to the last tie taken). Fully parallel.
+/// selected (key > T, or key == T at an index up to the last tie taken). Fully parallel; teams
+/// read T, t and that index once, and host teams run a plain loop the compiler vectorizes.
 template <class Exec>
 struct SelectResidualPass {
   using Mem = typename Exec::memory_space;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   Kokkos::View<const float*, Mem> grad;
   Kokkos::View<float*, Mem> residual;
   Kokkos::View<const std::uint32_t*, Mem> state;
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
-    const float v = residual(i) + grad(i);
-    const std::uint32_t key = magnitude_key(v), T = state(0);
-    const bool take = key > T || (key == T && state(1) != 0 && i <= std::int64_t(state(2)));
-    residual(i) = take ? 0.0f : v;
+  std::int64_t n = 0, chunk = 0;
+
+  /// r = r + g, or 0 where the sum's key >= thr (restrict and fixed-size blocks: GCC -O2
+  /// vectorizes only loops that need no alias check and no epilogue).
+  KOKKOS_INLINE_FUNCTION static void zero_from(float* KOKKOS_RESTRICT r,
+                                               const float* KOKKOS_RESTRICT g, std::int64_t b,
+                                               std::int64_t e, std::uint32_t thr) {
+    std::int64_t i = b;
+    for (; i + 32 <= e; i += 32) {  // fixed-size blocks: no epilogue, so -O2 vectorizes them
+      for (int j = 0; j < 32; ++j) {
+        const float v = r[i + j] + g[i + j];
+        r[i + j] = magnitude_key(v) >= thr ? 0.0f : v;
+      }
+    }
+    for (; i < e; ++i) {
+      const float v = r[i] + g[i];
+      r[i] = magnitude_key(v) >= thr ? 0.0f : v;
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::uint32_t T = state(0);
+    // Ties at indices <= last are taken; none when t == 0.
+    const std::int64_t last = state(1) != 0 ? std::int64_t(state(2)) : std::int64_t(-1);
+    const std::int64_t begin = team.league_rank() * chunk;
+    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
+    const auto body = [&](const std::int64_t i) {
+      const float v = residual(i) + grad(i);
+      const std::uint32_t key = magnitude_key(v);
+      const bool take = key > T || (key == T && i <= last);
+      residual(i) = take ? 0.0f : v;
+    };
+    if (team.team_size() == 1) {
+      // Two plain loops the compiler vectorizes: below `split` ties are taken (key >= T),
+      // from it on they are not (key >= T + 1; T is finite, so T + 1 does not wrap).
+      const std::int64_t split = last + 1 < begin ? begin : (last + 1 > end ? end : last + 1);
+      zero_from(residual.data(), grad.data(), begin, split, T);
+      zero_from(residual.data(), grad.data(), split, end, T + 1);
+    } else {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, begin, end), body);
+    }
   }
 };
 

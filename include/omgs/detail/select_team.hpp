@@ -42,7 +42,7 @@ struct SampleList {
 };
 
 /// The candidate buffer of the sampled path: segment s (one per team of the bracket pass)
-/// starts at s * stride and holds min(counts(2 s), stride) entries, in index order.
+/// starts at s * stride and holds min(counts(2 s), stride - 1) entries, in index order.
 template <class Mem>
 struct CandidateList {
   Kokkos::View<const std::uint32_t*, Mem> counts;
@@ -54,7 +54,7 @@ struct CandidateList {
   KOKKOS_INLINE_FUNCTION std::int64_t seg_begin(int s) const { return s * stride; }
   KOKKOS_INLINE_FUNCTION std::int64_t seg_len(int s) const {
     const std::int64_t c = counts(2 * s);
-    return c < stride ? c : stride;
+    return c < stride - 1 ? c : stride - 1;
   }
   KOKKOS_FORCEINLINE_FUNCTION float value(std::int64_t p) const { return cand_value(p); }
   KOKKOS_FORCEINLINE_FUNCTION std::uint32_t index(std::int64_t p) const { return cand_index(p); }
