@@ -2,32 +2,34 @@
 // error-feedback form the runtime uses (acc = residual + grad, select from acc, the new
 // residual is acc with the selected entries zeroed).
 //
-// Algorithm (docs/select.md has the full story): radix select on the 31-bit magnitude key
-// (float bits & 0x7fffffff orders finite magnitudes as unsigned integers) in three digit
-// levels of 11 + 11 + 9 bits.
-//   pass 1 (full read): per-team histograms of the top 11 bits in scratch memory, merged
-//          into one global histogram; non-finite entries are counted in the same pass.
-//   pass 2 (full read, one parallel_scan): entries whose top digit is above the threshold
-//          bucket are certainly selected and are written, in index order, to a buffer; the
-//          entries of the threshold bucket (the candidates) are compacted, in index order,
-//          into a small buffer; the feedback form writes the new residual here.
-//   then, on the candidates only: one team resolves the last two digits (the exact
-//          threshold key T and how many entries with key == T are taken, lowest index first),
-//          a scan picks the selected candidates in index order, and a merge of the two
-//          index-sorted lists writes the output (no per-element global atomics anywhere).
-// When the threshold bucket holds more entries than the candidate buffer (e.g. all values
-// equal) or k exceeds the selector's max_k, a slower path does the last two digits as full
-// passes and writes the output with one full parallel_scan (up to four reads of the input).
+// Three paths (docs/select.md has the full story, with passes, launches and round trips),
+// all on the 31-bit magnitude key (float bits & 0x7fffffff orders finite magnitudes as
+// unsigned integers), all exact and identical on every backend:
+//   small (n <= 8192): one team does a radix select (11 + 11 + 9 bit digits) and writes the
+//          output (and residual) in index order: one launch, one read-back.
+//   sampled (the common case): a one-team kernel takes a strided sample of the input and
+//          sets a lower key bound a few standard deviations below the sample's estimate of
+//          the k-th key; ONE fused pass counts the non-finite entries and compacts every
+//          entry at or above the bound, in index order, into per-team segments of the
+//          candidate buffer (no global atomics); one team resolves the exact threshold on the
+//          candidates and writes the output; the feedback form then writes the residual in
+//          one fully parallel pass. One host read-back (the per-team counts).
+//   radix: full histogram passes (detail/select_radix.hpp), when k is too large for the
+//          candidate buffer, or as the fallback when the bracket missed (too few candidates,
+//          or a segment overflowed, e.g. all values equal).
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include <omgs/detail/kokkos_helpers.hpp>
+#include <omgs/detail/select_radix.hpp>
+#include <omgs/detail/select_sampled.hpp>
 #include <omgs/error.hpp>
 #include <omgs/export.hpp>
 
@@ -46,6 +48,15 @@ enum class TopkStatus : std::uint8_t {
 /// A short English name of the status ("ok", "non-finite input", ...).
 OMGS_EXPORT const char* to_string(TopkStatus status) noexcept;
 
+/// Which algorithm served a call (TopkSelector::last_path()); docs/select.md.
+enum class TopkPath : std::uint8_t {
+  none = 0,        ///< no call yet, or an argument error
+  small,           ///< n <= 8192: one team
+  sampled,         ///< sampled bracket, one fused pass
+  radix,           ///< radix path chosen up front (k = 0, or k too large for the sampled path)
+  radix_fallback,  ///< the sampled bracket missed; the radix path finished the call
+};
+
 struct TopkResult {
   TopkStatus status = TopkStatus::ok;
   /// Number of non-finite entries (NaN, +-Inf) of the input (of acc = residual + grad for the
@@ -57,344 +68,15 @@ struct TopkResult {
   bool ok() const noexcept { return status == TopkStatus::ok; }
 };
 
-namespace detail {
-
-/// Digit layout of the 31-bit magnitude key: 11 + 11 + 9 bits, most significant first.
-constexpr int select_shift1 = 20;
-constexpr int select_shift2 = 9;
-constexpr int select_bins1 = 2048;
-constexpr int select_bins2 = 2048;
-constexpr int select_bins3 = 512;
-/// Inputs below this size are handled by one team (one histogram, no merge).
-constexpr std::size_t select_team_chunk_min = 16384;
-
-KOKKOS_FORCEINLINE_FUNCTION std::uint32_t magnitude_key(float v) {
-  // Type punning through a union is supported by every compiler Kokkos targets (GCC, Clang,
-  // nvcc, hipcc, icpx); std::memcpy / bit_cast are not available in device code everywhere.
-  union {
-    float f;
-    std::uint32_t u;
-  } pun;
-  pun.f = v;
-  return pun.u & 0x7fffffffu;
-}
-
-/// +-Inf and NaN have all exponent bits set: key >= 0x7f800000.
-KOKKOS_FORCEINLINE_FUNCTION bool key_is_nonfinite(std::uint32_t key) {
-  return key >= 0x7f800000u;
-}
-
-/// Number of entries of the sorted view v[0, len) that are < value.
-template <class View>
-KOKKOS_INLINE_FUNCTION std::uint64_t count_less(const View& v, std::uint64_t len,
-                                                std::uint32_t value) {
-  std::uint64_t lo = 0, hi = len;
-  while (lo < hi) {
-    const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (v(mid) < value) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
-/// The value of entry i: x(i), or residual(i) + grad(i) in the feedback form (a = grad).
-template <class Mem, bool Feedback>
-struct SelectSource {
-  Kokkos::View<const float*, Mem> a;
-  Kokkos::View<float*, Mem> residual;
-  KOKKOS_FORCEINLINE_FUNCTION float operator()(std::int64_t i) const {
-    if (Feedback) return residual(i) + a(i);
-    return a(i);
-  }
-};
-
-/// Histogram pass over the whole input: counts digit (key >> shift) & mask of the entries
-/// whose key >> filter_shift equals filter_value (filter_shift == 32: every entry), one
-/// scratch histogram per team, merged with one atomic per non-empty bin and team. Level 1
-/// also counts non-finite entries.
-template <class Exec, bool Feedback>
-struct SelectHistogram {
-  using Mem = typename Exec::memory_space;
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  using ScratchU32 =
-      Kokkos::View<std::uint32_t*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-
-  SelectSource<Mem, Feedback> src;
-  Kokkos::View<std::uint32_t*, Mem> hist;
-  Kokkos::View<std::uint64_t*, Mem> nonfinite;
-  std::int64_t n = 0;
-  std::int64_t chunk = 0;
-  int shift = 0;
-  std::uint32_t mask = 0;
-  int filter_shift = 32;
-  std::uint32_t filter_value = 0;
-  int bins = 0;
-
-  KOKKOS_INLINE_FUNCTION bool keep(std::uint32_t key) const {
-    return filter_shift >= 32 || (key >> filter_shift) == filter_value;
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    ScratchU32 h(team.team_scratch(0), bins);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bins), [&](const int b) { h(b) = 0; });
-    team.team_barrier();
-    const std::int64_t begin = static_cast<std::int64_t>(team.league_rank()) * chunk;
-    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-    std::uint64_t bad = 0;
-    if (team.team_size() == 1) {
-      // CPU backends run one thread per team: plain increments, no atomics.
-      for (std::int64_t i = begin; i < end; ++i) {
-        const std::uint32_t key = magnitude_key(src(i));
-        bad += key_is_nonfinite(key) ? 1 : 0;
-        if (keep(key)) ++h((key >> shift) & mask);
-      }
-    } else {
-      Kokkos::parallel_reduce(
-          Kokkos::TeamThreadRange(team, begin, end),
-          [&](const std::int64_t i, std::uint64_t& nb) {
-            const std::uint32_t key = magnitude_key(src(i));
-            nb += key_is_nonfinite(key) ? 1 : 0;
-            if (keep(key)) Kokkos::atomic_add(&h((key >> shift) & mask), std::uint32_t(1));
-          },
-          bad);
-    }
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bins), [&](const int b) {
-      if (h(b) != 0) Kokkos::atomic_add(&hist(b), h(b));
-    });
-    if (nonfinite.extent(0) > 0) {
-      Kokkos::single(Kokkos::PerTeam(team), [&]() {
-        if (bad != 0) Kokkos::atomic_add(&nonfinite(0), bad);
-      });
-    }
-  }
-};
-
-/// Pass 2 of the fast path: one scan in index order writes the certainly selected entries
-/// (top digit above the threshold bucket b1) to sure_*, and the threshold bucket's entries to
-/// cand_*, both in index order. The feedback form writes residual = (sure ? 0 : acc).
-/// Scan value: low 32 bits count sure entries, high 32 bits count candidates.
-template <class Exec, bool Feedback>
-struct SelectCompact {
-  using Mem = typename Exec::memory_space;
-  using value_type = std::uint64_t;
-  SelectSource<Mem, Feedback> src;
-  std::uint32_t b1 = 0;
-  Kokkos::View<std::uint32_t*, Mem> sure_index, cand_index;
-  Kokkos::View<float*, Mem> sure_value, cand_value;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i, value_type& update,
-                                         const bool final) const {
-    const float v = src(i);
-    const std::uint32_t digit = magnitude_key(v) >> select_shift1;
-    const bool sure = digit > b1;
-    const bool cand = digit == b1;
-    if (final) {
-      if (sure) {
-        const std::uint64_t p = update & 0xffffffffu;
-        sure_index(p) = static_cast<std::uint32_t>(i);
-        sure_value(p) = v;
-      } else if (cand) {
-        const std::uint64_t p = update >> 32;
-        cand_index(p) = static_cast<std::uint32_t>(i);
-        cand_value(p) = v;
-      }
-      if (Feedback) src.residual(i) = sure ? 0.0f : v;
-    }
-    update += (static_cast<std::uint64_t>(cand) << 32) | static_cast<std::uint64_t>(sure);
-  }
-};
-
-/// Finds, in the host histogram h[0, bins), the bucket b holding the k-th largest entry
-/// (1 <= k <= total): above = sum of h[b+1 ..] < k <= above + h[b].
-template <class HostView>
-inline int find_bucket_host(const HostView& h, int bins, std::uint64_t k, std::uint64_t& above) {
-  std::uint64_t cum = 0;
-  for (int b = bins - 1; b >= 0; --b) {
-    if (cum + h(b) >= k) {
-      above = cum;
-      return b;
-    }
-    cum += h(b);
-  }
-  above = cum;
-  return 0;  // unreachable for 1 <= k <= total
-}
-
-/// One team resolves the last two digits over the m candidates (all of top digit b1):
-/// writes state(0) = exact threshold key T and state(1) = t, the number of entries with
-/// key == T to take (lowest indices first); k_rem = k - (entries above the bucket).
-template <class Exec>
-struct SelectResolveCandidates {
-  using Mem = typename Exec::memory_space;
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  using ScratchU32 =
-      Kokkos::View<std::uint32_t*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  Kokkos::View<const float*, Mem> cand_value;
-  Kokkos::View<std::uint32_t*, Mem> state;
-  std::int64_t m = 0;
-  std::uint32_t b1 = 0;
-  std::uint32_t k_rem = 0;
-
-  static std::size_t scratch_bytes() {
-    return ScratchU32::shmem_size(select_bins2) + ScratchU32::shmem_size(select_bins3) +
-           ScratchU32::shmem_size(4);
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    ScratchU32 h2(team.team_scratch(0), select_bins2);
-    ScratchU32 h3(team.team_scratch(0), select_bins3);
-    ScratchU32 shared(team.team_scratch(0), 4);
-    const bool serial = team.team_size() == 1;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, select_bins2), [&](const int b) {
-      h2(b) = 0;
-      if (b < select_bins3) h3(b) = 0;
-    });
-    team.team_barrier();
-    if (serial) {
-      for (std::int64_t j = 0; j < m; ++j)
-        ++h2((magnitude_key(cand_value(j)) >> select_shift2) & 0x7ffu);
-    } else {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](const std::int64_t j) {
-        Kokkos::atomic_add(&h2((magnitude_key(cand_value(j)) >> select_shift2) & 0x7ffu),
-                           std::uint32_t(1));
-      });
-    }
-    team.team_barrier();
-    Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      std::uint32_t cum = 0, b = select_bins2 - 1;
-      for (int c = select_bins2 - 1; c >= 0; --c) {
-        b = static_cast<std::uint32_t>(c);
-        if (cum + h2(c) >= k_rem) break;
-        cum += h2(c);
-      }
-      shared(0) = b;
-      shared(1) = k_rem - cum;
-    });
-    team.team_barrier();
-    const std::uint32_t b2 = shared(0);
-    if (serial) {
-      for (std::int64_t j = 0; j < m; ++j) {
-        const std::uint32_t key = magnitude_key(cand_value(j));
-        if (((key >> select_shift2) & 0x7ffu) == b2) ++h3(key & 0x1ffu);
-      }
-    } else {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](const std::int64_t j) {
-        const std::uint32_t key = magnitude_key(cand_value(j));
-        if (((key >> select_shift2) & 0x7ffu) == b2)
-          Kokkos::atomic_add(&h3(key & 0x1ffu), std::uint32_t(1));
-      });
-    }
-    team.team_barrier();
-    Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      const std::uint32_t need = shared(1);
-      std::uint32_t cum = 0, b = select_bins3 - 1;
-      for (int c = select_bins3 - 1; c >= 0; --c) {
-        b = static_cast<std::uint32_t>(c);
-        if (cum + h3(c) >= need) break;
-        cum += h3(c);
-      }
-      state(0) = (b1 << select_shift1) | (b2 << select_shift2) | b;
-      state(1) = need - cum;
-    });
-  }
-};
-
-/// Selection scan against the exact threshold: key > T is taken, key == T is taken while
-/// fewer than t ties were seen at lower indices. Scan value: low 32 bits count entries
-/// above T, high 32 bits count ties; the output position is above + min(ties, t).
-/// Over the candidates (FromState: T and t are read from state) it writes sel_*; over the
-/// full input (slow path) it writes the outputs and, in the feedback form, the residual.
-template <class Exec, bool Feedback, bool Candidates>
-struct SelectFinalScan {
-  using Mem = typename Exec::memory_space;
-  using value_type = std::uint64_t;
-  SelectSource<Mem, Feedback> src;                     // full input (slow path)
-  Kokkos::View<const std::uint32_t*, Mem> cand_index;  // candidates (fast path)
-  Kokkos::View<const float*, Mem> cand_value;
-  Kokkos::View<const std::uint32_t*, Mem> state;
-  std::uint32_t threshold = 0, ties = 0;  // slow path
-  Kokkos::View<std::uint32_t*, Mem> out_index;
-  Kokkos::View<float*, Mem> out_value;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j, value_type& update,
-                                         const bool final) const {
-    const float v = Candidates ? cand_value(j) : src(j);
-    const std::uint32_t key = magnitude_key(v);
-    const std::uint32_t T = Candidates ? state(0) : threshold;
-    const bool above = key > T;
-    const bool tie = key == T;
-    if (final) {
-      const std::uint64_t a = update & 0xffffffffu;
-      const std::uint64_t seen = update >> 32;
-      const std::uint64_t t = Candidates ? state(1) : ties;
-      const bool take = above || (tie && seen < t);
-      if (take) {
-        const std::uint64_t p = a + (seen < t ? seen : t);
-        out_index(p) = Candidates ? cand_index(j) : static_cast<std::uint32_t>(j);
-        out_value(p) = v;
-      }
-      if (Feedback && !Candidates) src.residual(j) = take ? 0.0f : v;
-    }
-    update += (static_cast<std::uint64_t>(tie) << 32) | static_cast<std::uint64_t>(above);
-  }
-};
-
-/// Merges the two index-sorted lists sure[0, n_sure) and sel[0, n_sel) into the output;
-/// the feedback form zeroes the residual at the selected candidates (the sure entries were
-/// zeroed by the compaction pass).
-template <class Exec, bool Feedback>
-struct SelectMerge {
-  using Mem = typename Exec::memory_space;
-  Kokkos::View<const std::uint32_t*, Mem> sure_index, sel_index;
-  Kokkos::View<const float*, Mem> sure_value, sel_value;
-  std::uint64_t n_sure = 0, n_sel = 0;
-  Kokkos::View<std::uint32_t*, Mem> out_index;
-  Kokkos::View<float*, Mem> out_value;
-  Kokkos::View<float*, Mem> residual;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t jj) const {
-    const std::uint64_t j = static_cast<std::uint64_t>(jj);
-    if (j < n_sure) {
-      const std::uint32_t idx = sure_index(j);
-      const std::uint64_t p = j + count_less(sel_index, n_sel, idx);
-      out_index(p) = idx;
-      out_value(p) = sure_value(j);
-    } else {
-      const std::uint64_t s = j - n_sure;
-      const std::uint32_t idx = sel_index(s);
-      const std::uint64_t p = s + count_less(sure_index, n_sure, idx);
-      out_index(p) = idx;
-      out_value(p) = sel_value(s);
-      if (Feedback) residual(idx) = 0.0f;
-    }
-  }
-};
-
-/// k == 0 in the feedback form: residual = residual + grad, nothing selected.
-template <class Exec>
-struct SelectAccumulate {
-  using Mem = typename Exec::memory_space;
-  Kokkos::View<const float*, Mem> grad;
-  Kokkos::View<float*, Mem> residual;
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
-    residual(i) = residual(i) + grad(i);
-  }
-};
-
-}  // namespace detail
-
 /// Reusable top-k selector for one execution space. All work buffers are allocated by the
 /// constructor (sized from the largest n, max_n) and reused: select() and
 /// select_with_feedback() never allocate and never throw; they return a TopkResult.
 ///
 /// Kernels are enqueued on the execution space instance given at construction. The call
-/// synchronizes once (to read the first histogram back to the host) and, on the slow path,
-/// twice more; the outputs are complete after exec.fence() (the call itself does not fence
-/// at the end). Not thread-safe: one selector per thread of control.
+/// synchronizes once (small and sampled paths: to read the non-finite / candidate counts
+/// back to the host; the radix path up to three times); the outputs are complete after
+/// exec.fence() (the call itself does not fence at its end). Not thread-safe: one selector
+/// per thread of control.
 template <class ExecSpace = Kokkos::DefaultExecutionSpace>
 class TopkSelector {
  public:
@@ -430,7 +112,7 @@ class TopkSelector {
     hist_host_ = Kokkos::create_mirror_view(hist_);
     nonfinite_ = Kokkos::View<std::uint64_t*, memory_space>(alloc("omgs::select::nonfinite"), 1);
     nonfinite_host_ = Kokkos::create_mirror_view(nonfinite_);
-    state_ = IndexVector(alloc("omgs::select::state"), 4);
+    state_ = IndexVector(alloc("omgs::select::state"), 8);
     sure_index_ = IndexVector(alloc("omgs::select::sure_index"), max_k_);
     sure_value_ = Vector(alloc("omgs::select::sure_value"), max_k_);
     cand_index_ = IndexVector(alloc("omgs::select::cand_index"), cap_);
@@ -450,12 +132,23 @@ class TopkSelector {
     const int conc = detail::cached_concurrency(exec_);
     max_league_ = 4 * conc / (team_size > 0 ? team_size : 1);
     if (max_league_ < 1) max_league_ = 1;
+    counts_ = IndexVector(alloc("omgs::select::counts"), 2 * static_cast<std::size_t>(max_league_));
+    counts_host_ = Kokkos::create_mirror_view(counts_);
   }
 
   std::size_t max_n() const noexcept { return max_n_; }
   std::size_t max_k() const noexcept { return max_k_; }
   std::size_t candidate_capacity() const noexcept { return cap_; }
   const ExecSpace& execution_space_instance() const noexcept { return exec_; }
+
+  /// The path the last successful-argument call took (tests and benchmarks).
+  TopkPath last_path() const noexcept { return last_path_; }
+
+  /// Test hook: rank > 0 makes the sampled path (n > select_small_n, k > 0) always run, with
+  /// its lower bound at the rank-th largest sample entry (1: the sample's maximum, so the
+  /// bracket usually holds too few candidates; the sample size: usually too many), which
+  /// forces the radix fallback. 0 restores the automatic choice.
+  void force_sample_rank(std::int64_t rank) noexcept { forced_rank_ = rank; }
 
   /// Top k of x by magnitude: out_index[0, k) ascending indices (relative to x), out_value
   /// the signed values. Among equal magnitudes the lower index wins.
@@ -491,10 +184,127 @@ class TopkSelector {
     TopkResult result;
     if (n == 0) return result;
     Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::select"));
+    const detail::SelectSource<memory_space, Feedback> src{a, residual};
+    const detail::PickOutput<memory_space> out{out_index, out_value, state_, residual};
+    if (n <= detail::select_small_n) {
+      last_path_ = TopkPath::small;
+      result = small<Feedback>(src, k, out);
+    } else if (k != 0 && sampled<Feedback>(src, k, out, result)) {
+      last_path_ = TopkPath::sampled;
+    } else {
+      last_path_ = k != 0 && sample_tried_ ? TopkPath::radix_fallback : TopkPath::radix;
+      result = radix<Feedback>(src, k, out_index, out_value);
+    }
+    Kokkos::Profiling::popRegion();
+    return result;
+  }
+
+  /// n <= select_small_n: one team does everything; one launch, one read-back.
+  template <bool Feedback>
+  TopkResult small(const detail::SelectSource<memory_space, Feedback>& src, std::size_t k,
+                   const detail::PickOutput<memory_space>& out) {
+    using List = detail::DirectList<memory_space, Feedback>;
+    detail::SelectOneTeam<ExecSpace, List, Feedback, detail::OneTeamMode::small> f{
+        List{src, static_cast<std::int64_t>(src.a.extent(0))}, static_cast<std::uint32_t>(k), out,
+        nonfinite_, cand_value_};
+    one_team(f);
+    Kokkos::deep_copy(exec_, nonfinite_host_, nonfinite_);
+    detail::fence(exec_);
+    TopkResult result;
+    result.nonfinite = nonfinite_host_(0);
+    if (result.nonfinite != 0) {
+      result.status = TopkStatus::nonfinite_input;
+    } else {
+      result.selected = k;
+    }
+    return result;
+  }
+
+  template <class F>
+  void one_team(const F& f) {
+    Kokkos::parallel_for(
+        OMGS_LABEL("omgs::select::team"),
+        Kokkos::TeamPolicy<ExecSpace>(exec_, 1, Kokkos::AUTO)
+            .set_scratch_size(0, Kokkos::PerTeam(detail::select_team_scratch_bytes<ExecSpace>())),
+        f);
+  }
+
+  /// The sampled path (docs/select.md). Returns false, having written nothing, when it does
+  /// not apply or its bracket missed (then the radix path runs); true when it finished
+  /// (result: ok, or nonfinite_input with nothing written).
+  template <bool Feedback>
+  bool sampled(const detail::SelectSource<memory_space, Feedback>& src, std::size_t k,
+               const detail::PickOutput<memory_space>& out, TopkResult& result) {
+    sample_tried_ = false;
+    const std::int64_t n = static_cast<std::int64_t>(src.a.extent(0));
+    const std::int64_t s = n / 4 < detail::select_sample_max ? n / 4 : detail::select_sample_max;
+    const std::int64_t stride = n / s;
+    // Sample rank of the bound: the expected rank of the k-th entry plus ~4 standard
+    // deviations, so that fewer than k entries lie at or above the bound very rarely.
+    const double q = static_cast<double>(k) * static_cast<double>(s) / static_cast<double>(n);
+    std::int64_t rank = static_cast<std::int64_t>(q + 4.0 * std::sqrt(q) + 16.0);
+    if (forced_rank_ > 0) rank = forced_rank_;
+    if (rank >= s && forced_rank_ <= 0) return false;
+    if (rank > s) rank = s;
+    const double expect = static_cast<double>(rank) * static_cast<double>(n) / s;
+    if (expect > 0.5 * static_cast<double>(cap_) && forced_rank_ <= 0) return false;
+    sample_tried_ = true;
+    using Sample = detail::SampleList<memory_space, Feedback>;
+    one_team(detail::SelectOneTeam<ExecSpace, Sample, Feedback, detail::OneTeamMode::sample>{
+        Sample{src, s, stride}, static_cast<std::uint32_t>(rank), out, nonfinite_, cand_value_});
+    // The fused pass: teams of at least select_team_chunk_min entries, each with an equal
+    // segment of the candidate buffer.
+    std::int64_t league = (n + detail::select_team_chunk_min - 1) / detail::select_team_chunk_min;
+    if (league > max_league_) league = max_league_;
+    const std::int64_t chunk = (n + league - 1) / league;
+    league = (n + chunk - 1) / chunk;
+    const std::int64_t seg = static_cast<std::int64_t>(cap_) / league;
+    detail::SelectBracketPass<ExecSpace, Feedback> pass{src,         state_, counts_, cand_index_,
+                                                        cand_value_, n,      chunk,   seg};
+    Kokkos::parallel_for(
+        OMGS_LABEL("omgs::select::bracket"),
+        Kokkos::TeamPolicy<ExecSpace>(exec_, static_cast<int>(league), Kokkos::AUTO), pass);
+    Kokkos::deep_copy(exec_, counts_host_, counts_);
+    detail::fence(exec_);
+    std::uint64_t m = 0, bad = 0;
+    bool overflow = false;
+    for (std::int64_t r = 0; r < league; ++r) {
+      m += counts_host_(2 * r);
+      bad += counts_host_(2 * r + 1);
+      overflow = overflow || counts_host_(2 * r) > static_cast<std::uint32_t>(seg - 1);
+    }
+    result = TopkResult();
+    if (bad != 0) {
+      result.status = TopkStatus::nonfinite_input;
+      result.nonfinite = bad;
+      return true;
+    }
+    if (overflow || m < k) return false;  // the bracket missed: radix path
+    using Cand = detail::CandidateList<memory_space>;
+    one_team(detail::SelectOneTeam<ExecSpace, Cand, Feedback, detail::OneTeamMode::resolve>{
+        Cand{counts_, cand_index_, cand_value_, static_cast<int>(league), seg},
+        static_cast<std::uint32_t>(k), out, nonfinite_, Vector()});
+    if (Feedback) {
+      Kokkos::parallel_for(
+          OMGS_LABEL("omgs::select::residual"),
+          Kokkos::TeamPolicy<ExecSpace>(exec_, static_cast<int>(league), Kokkos::AUTO),
+          detail::SelectResidualPass<ExecSpace>{src.a, src.residual, state_, n, chunk});
+    }
+    result.selected = k;
+    return true;
+  }
+
+  /// The radix path: full histogram passes (docs/select.md).
+  template <bool Feedback>
+  TopkResult radix(const detail::SelectSource<memory_space, Feedback>& src, std::size_t k,
+                   const IndexVector& out_index, const Vector& out_value) {
+    TopkResult result;
+    const ConstVector a = src.a;
+    const Vector residual = src.residual;
+    const std::size_t n = a.extent(0);
     const auto policy = [this](std::int64_t b, std::int64_t e) {
       return detail::range_policy(exec_, b, e);
     };
-    const detail::SelectSource<memory_space, Feedback> src{a, residual};
     const std::int64_t sn = static_cast<std::int64_t>(n);
 
     // Pass 1: histogram of the top digit, and the non-finite count.
@@ -505,7 +315,6 @@ class TopkSelector {
     result.nonfinite = nonfinite_host_(0);
     if (result.nonfinite != 0) {
       result.status = TopkStatus::nonfinite_input;
-      Kokkos::Profiling::popRegion();
       return result;
     }
     if (k == 0) {
@@ -513,7 +322,6 @@ class TopkSelector {
         Kokkos::parallel_for(OMGS_LABEL("omgs::select::accumulate"), policy(0, sn),
                              detail::SelectAccumulate<ExecSpace>{a, residual});
       }
-      Kokkos::Profiling::popRegion();
       return result;
     }
     const std::uint64_t k_rem = k - above;
@@ -564,7 +372,6 @@ class TopkSelector {
       Kokkos::parallel_scan(OMGS_LABEL("omgs::select::output"), policy(0, sn), fin);
     }
     result.selected = k;
-    Kokkos::Profiling::popRegion();
     return result;
   }
 
@@ -612,7 +419,11 @@ class TopkSelector {
   typename Kokkos::View<std::uint32_t*, memory_space>::HostMirror hist_host_;
   Kokkos::View<std::uint64_t*, memory_space> nonfinite_;
   typename Kokkos::View<std::uint64_t*, memory_space>::HostMirror nonfinite_host_;
-  IndexVector state_, sure_index_, cand_index_, sel_index_;
+  IndexVector state_, sure_index_, cand_index_, sel_index_, counts_;
+  typename IndexVector::HostMirror counts_host_;
+  TopkPath last_path_ = TopkPath::none;
+  bool sample_tried_ = false;
+  std::int64_t forced_rank_ = 0;
   Vector sure_value_, cand_value_, sel_value_;
 };
 

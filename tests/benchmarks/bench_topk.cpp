@@ -1,21 +1,22 @@
-// omgs-bench-topk: top-k by magnitude, omgs::TopkSelector against two baselines on the same
-// random normal data.
-//   nth_element: on the host, single thread: copy |x|, std::nth_element for the k-th largest
-//                magnitude, then one gather pass in index order (ties: lowest index), which
-//                gives exactly the omgs output.
-//   Kokkos::sort: 64-bit keys (~magnitude << 32 | index) on the execution space,
-//                Kokkos::sort, then the first k indices sorted ascending and gathered.
-// Each figure is the median of repeated runs (after one warm-up). GB/s is n * 4 bytes over
-// the time. Not a test: ctest never runs it.
+// omgs-bench-topk: top-k by magnitude, omgs::TopkSelector against memory-bound baselines and
+// std::nth_element, in the same run and on the same data.
+//   read:   one read of x (max |x|), the floor for select
+//   r+=g:   one pass residual += grad, the floor for select_with_feedback
+//   select, select_with_feedback: omgs (the path taken is printed)
+//   nth:    host, single thread: copy |x|, std::nth_element, one gather pass in index order
+//           (ties: lowest index), which gives exactly the omgs output (checked)
+// Data: "normal" (N(0,1)) and "grad" (gradient-like: 30% exact zeros, 20% on 16 magnitude
+// levels, the rest heavy-tailed N(0,1) * exp(1.5 N(0,1))). Medians of R runs after one
+// warm-up. A last table gives the per-call cost of small groups (n <= 4096).
+// Not a test: ctest never runs it.
 //
-// Usage: omgs-bench-topk [--large] [--reps R] [--no-sort]
-//   --large   also n = 1e8 (needs ~3 GiB of memory and minutes)
-//   --reps R  repetitions per figure (default 7; 3 at n = 1e8)
-//   --no-sort skip the Kokkos::sort baseline
+// Usage: omgs-bench-topk [--large] [--only-large] [--reps R]
+//   --large       also n = 1e8 (needs ~3 GiB of memory and minutes)
+//   --only-large  only n = 1e8
+//   --reps R      repetitions per figure (default 7; 3 at n = 1e8)
 #include <omgs/select.hpp>
 
 #include <Kokkos_Core.hpp>
-#include <Kokkos_Sort.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -23,7 +24,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -33,6 +33,8 @@ namespace {
 
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
+using FloatView = Kokkos::View<float*, Mem>;
+using IndexView = Kokkos::View<std::uint32_t*, Mem>;
 
 double median_ms(int reps, const std::function<void()>& body) {
   body();  // warm-up
@@ -49,7 +51,7 @@ double median_ms(int reps, const std::function<void()>& body) {
 
 /// Host baseline: nth_element on a copy of the magnitudes, then a gather in index order.
 void nth_element_topk(const std::vector<float>& x, std::size_t k, std::vector<float>& work,
-                      std::vector<std::uint32_t>& out_index, std::vector<float>& out_value) {
+                      std::vector<std::uint32_t>& out_index) {
   const std::size_t n = x.size();
   for (std::size_t i = 0; i < n; ++i) work[i] = std::fabs(x[i]);
   std::nth_element(work.begin(), work.begin() + (k - 1), work.end(), std::greater<float>());
@@ -61,129 +63,207 @@ void nth_element_topk(const std::vector<float>& x, std::size_t k, std::vector<fl
     const float a = std::fabs(x[i]);
     if (a > thr || (a == thr && ties > 0)) {
       if (a == thr) --ties;
-      out_index[out] = static_cast<std::uint32_t>(i);
-      out_value[out] = x[i];
-      ++out;
+      out_index[out++] = static_cast<std::uint32_t>(i);
     }
   }
 }
 
-struct SortKeys {
+struct MaxAbs {
   Kokkos::View<const float*, Mem> x;
-  Kokkos::View<std::uint64_t*, Mem> keys;
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
-    const std::uint64_t mag = omgs::detail::magnitude_key(x(i));
-    keys(i) = ((0xffffffffull - mag) << 32) | static_cast<std::uint64_t>(i);
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i, float& m) const {
+    const float a = x(i) < 0 ? -x(i) : x(i);
+    m = a > m ? a : m;
   }
+  KOKKOS_INLINE_FUNCTION void join(volatile float& d, const volatile float& s) const {
+    d = s > d ? s : d;
+  }
+  KOKKOS_INLINE_FUNCTION void join(float& d, const float& s) const { d = s > d ? s : d; }
+  KOKKOS_INLINE_FUNCTION void init(float& m) const { m = 0.0f; }
 };
 
-struct SortTake {
-  Kokkos::View<const std::uint64_t*, Mem> keys;
-  Kokkos::View<std::uint32_t*, Mem> index;
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j) const {
-    index(j) = static_cast<std::uint32_t>(keys(j) & 0xffffffffu);
-  }
+struct AddInto {
+  Kokkos::View<const float*, Mem> g;
+  FloatView r;
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const { r(i) += g(i); }
 };
 
-struct SortGather {
-  Kokkos::View<const float*, Mem> x;
-  Kokkos::View<const std::uint32_t*, Mem> index;
-  Kokkos::View<float*, Mem> value;
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j) const { value(j) = x(index(j)); }
-};
+/// One read of x: a plain loop where the memory is host-accessible (the strongest baseline
+/// the compiler gives), a Kokkos reduction otherwise.
+float max_abs(const FloatView& x) {
+  const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
+    // max of the magnitude keys (bits & 0x7fffffff): a float max reduction is a latency-bound
+    // chain at -O2, the integer one vectorizes and runs at memory speed.
+    const float* p = x.data();
+    std::uint32_t m = 0;
+    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, omgs::detail::magnitude_key(p[i]));
+    return static_cast<float>(m);
+  }
+  float m = 0.0f;
+  Kokkos::parallel_reduce("bench::maxabs", Kokkos::RangePolicy<Exec>(0, n), MaxAbs{x}, m);
+  return m;
+}
+
+void add_into(const FloatView& r, const FloatView& g) {
+  const std::int64_t n = static_cast<std::int64_t>(r.extent(0));
+  if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
+    float* __restrict rp = r.data();
+    const float* __restrict gp = g.data();
+    for (std::int64_t i = 0; i < n; ++i) rp[i] += gp[i];
+    return;
+  }
+  Kokkos::parallel_for("bench::add", Kokkos::RangePolicy<Exec>(0, n), AddInto{g, r});
+  Exec().fence();
+}
+
+std::vector<float> make_data(bool gradient_like, std::size_t n) {
+  std::mt19937 rng(12345);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) {
+    if (!gradient_like) {
+      v = normal(rng);
+      continue;
+    }
+    const std::uint32_t u = rng() % 10;
+    const float sign = (rng() & 1u) ? -1.0f : 1.0f;
+    if (u < 3) {
+      v = sign * 0.0f;
+    } else if (u < 5) {
+      v = sign * std::ldexp(1.0f + static_cast<float>(rng() % 16) / 16.0f, -10);
+    } else {
+      v = normal(rng) * std::exp(1.5f * normal(rng));
+    }
+  }
+  return x;
+}
+
+FloatView to_device(const std::vector<float>& h, const char* label) {
+  FloatView d(std::string(label), h.size());
+  auto m = Kokkos::create_mirror_view(d);
+  for (std::size_t i = 0; i < h.size(); ++i) m(i) = h[i];
+  Kokkos::deep_copy(d, m);
+  return d;
+}
+
+const char* path_name(omgs::TopkPath p) {
+  switch (p) {
+    case omgs::TopkPath::small:
+      return "small";
+    case omgs::TopkPath::sampled:
+      return "sampled";
+    case omgs::TopkPath::radix:
+      return "radix";
+    case omgs::TopkPath::radix_fallback:
+      return "fallback";
+    default:
+      return "-";
+  }
+}
+
+/// One row: every figure for one (data, n, density). Returns the number of mismatches.
+int bench_row(const char* data, const std::vector<float>& hx, const FloatView& x, double density,
+              int reps) {
+  const std::size_t n = hx.size();
+  const std::size_t k = static_cast<std::size_t>(std::ceil(density * n));
+  omgs::TopkSelector<Exec> sel(n, k);
+  IndexView oi(std::string("oi"), k);
+  FloatView ov(std::string("ov"), k);
+  FloatView residual(std::string("residual"), n), scratch(std::string("scratch"), n);
+  volatile float sink = 0.0f;
+  const double read_ms = median_ms(reps, [&] { sink = sink + max_abs(x); });
+  const double radd_ms = median_ms(reps, [&] { add_into(scratch, x); });
+  const double sel_ms = median_ms(reps, [&] {
+    sel.select(x, k, oi, ov);
+    Exec().fence();
+  });
+  const char* sel_path = path_name(sel.last_path());
+  // Feedback form: grad = x; the residual evolves from zero as in training.
+  const double fb_ms = median_ms(reps, [&] {
+    sel.select_with_feedback(x, residual, k, oi, ov);
+    Exec().fence();
+  });
+  const char* fb_path = path_name(sel.last_path());
+  sel.select(x, k, oi, ov);
+  Exec().fence();
+  std::vector<float> work(n);
+  std::vector<std::uint32_t> hi(k);
+  const double nth_ms = median_ms(reps, [&] { nth_element_topk(hx, k, work, hi); });
+  auto oih = Kokkos::create_mirror_view(oi);
+  Kokkos::deep_copy(oih, oi);
+  int failures = 0;
+  for (std::size_t j = 0; j < k; ++j) failures += oih(j) != hi[j] ? 1 : 0;
+  std::printf(
+      "%-6s %10zu %6.3f | %7.2f %7.2f | %8.2f %-8s %8.2f %-8s | %8.2f | %6.2f %6.2f %6.2f\n", data,
+      n, density, read_ms, radd_ms, sel_ms, sel_path, fb_ms, fb_path, nth_ms, sel_ms / read_ms,
+      fb_ms / radd_ms, nth_ms / sel_ms);
+  std::fflush(stdout);
+  return failures;
+}
+
+/// Per-call cost of small groups: median over batches of 200 calls.
+void bench_small(int reps) {
+  std::printf("\nsmall groups: microseconds per call (median of %d batches of 200 calls)\n", reps);
+  std::printf("%8s %8s | %9s %9s\n", "n", "k", "select", "feedback");
+  for (std::size_t n : {std::size_t(256), std::size_t(1024), std::size_t(4096)}) {
+    const std::vector<float> hx = make_data(true, n);
+    const FloatView x = to_device(hx, "x");
+    FloatView residual(std::string("residual"), n);
+    const std::size_t k = n / 100 + 1;
+    omgs::TopkSelector<Exec> sel(n, k);
+    IndexView oi(std::string("oi"), k);
+    FloatView ov(std::string("ov"), k);
+    const double sel_us = 1000.0 / 200 * median_ms(reps, [&] {
+                            for (int c = 0; c < 200; ++c) sel.select(x, k, oi, ov);
+                            Exec().fence();
+                          });
+    const double fb_us = 1000.0 / 200 * median_ms(reps, [&] {
+                           for (int c = 0; c < 200; ++c)
+                             sel.select_with_feedback(x, residual, k, oi, ov);
+                           Exec().fence();
+                         });
+    std::printf("%8zu %8zu | %9.2f %9.2f\n", n, k, sel_us, fb_us);
+  }
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool large = false, with_sort = true;
+  bool large = false, only_large = false;
   int reps_arg = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--large") {
       large = true;
-    } else if (a == "--no-sort") {
-      with_sort = false;
+    } else if (a == "--only-large") {
+      large = only_large = true;
     } else if (a == "--reps" && i + 1 < argc) {
       reps_arg = std::atoi(argv[++i]);
     } else if (a.rfind("--kokkos", 0) != 0) {
-      std::fprintf(stderr, "usage: %s [--large] [--reps R] [--no-sort]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--large] [--only-large] [--reps R]\n", argv[0]);
       return 2;
     }
   }
   Kokkos::ScopeGuard guard(argc, argv);
-  using Policy = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>;
-  std::printf("omgs-bench-topk: execution space %s, concurrency %d\n", Exec::name(),
+  std::printf("omgs-bench-topk: execution space %s, concurrency %d; times in ms\n", Exec::name(),
               Exec().concurrency());
-  std::printf("%10s %7s %8s | %9s %7s | %9s | %9s %9s | %8s %8s\n", "n", "density", "k", "omgs_ms",
-              "GB/s", "fb_ms", "nth_ms", "sort_ms", "nth/omgs", "sort/omgs");
-  std::vector<std::size_t> sizes = {100000, 1000000, 10000000};
+  std::printf("%-6s %10s %6s | %7s %7s | %8s %-8s %8s %-8s | %8s | %6s %6s %6s\n", "data", "n",
+              "dens", "read", "r+=g", "select", "path", "feedback", "path", "nth", "s/read",
+              "fb/r+g", "nth/s");
+  std::vector<std::size_t> sizes;
+  if (!only_large) sizes = {1000000, 10000000};
   if (large) sizes.push_back(100000000);
   int failures = 0;
   for (std::size_t n : sizes) {
     const int reps = reps_arg > 0 ? reps_arg : (n >= 100000000 ? 3 : 7);
-    std::vector<float> hx(n);
-    std::mt19937 rng(12345);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (auto& v : hx) v = normal(rng);
-    Kokkos::View<float*, Mem> x(std::string("x"), n);
-    {
-      auto h = Kokkos::create_mirror_view(x);
-      for (std::size_t i = 0; i < n; ++i) h(i) = hx[i];
-      Kokkos::deep_copy(x, h);
-    }
-    Kokkos::View<float*, Mem> grad(std::string("grad"), n), residual(std::string("residual"), n);
-    Kokkos::deep_copy(grad, x);
-    for (double density : {0.001, 0.01}) {
-      const std::size_t k = static_cast<std::size_t>(std::ceil(density * n));
-      omgs::TopkSelector<Exec> sel(n, k);
-      Kokkos::View<std::uint32_t*, Mem> oi(std::string("oi"), k);
-      Kokkos::View<float*, Mem> ov(std::string("ov"), k);
-      const double omgs_ms = median_ms(reps, [&] {
-        sel.select(x, k, oi, ov);
-        Exec().fence();
-      });
-      // Feedback form: grad = x, residual small (reset each run outside the timing would
-      // need a copy; the residual just keeps evolving, which is what training does).
-      Kokkos::deep_copy(residual, 0.0f);
-      const double fb_ms = median_ms(reps, [&] {
-        sel.select_with_feedback(grad, residual, k, oi, ov);
-        Exec().fence();
-      });
-      sel.select(x, k, oi, ov);
-      Exec().fence();
-
-      std::vector<float> work(n), hv(k);
-      std::vector<std::uint32_t> hi(k);
-      const double nth_ms = median_ms(reps, [&] { nth_element_topk(hx, k, work, hi, hv); });
-      {  // the baseline and omgs must agree exactly
-        auto oih = Kokkos::create_mirror_view(oi);
-        Kokkos::deep_copy(oih, oi);
-        for (std::size_t j = 0; j < k; ++j) failures += oih(j) != hi[j] ? 1 : 0;
-      }
-
-      double sort_ms = 0.0;
-      if (with_sort) {
-        Kokkos::View<std::uint64_t*, Mem> keys(std::string("keys"), n);
-        Kokkos::View<std::uint32_t*, Mem> si(std::string("si"), k);
-        Kokkos::View<float*, Mem> sv(std::string("sv"), k);
-        sort_ms = median_ms(n >= 100000000 ? 1 : (reps < 3 ? reps : 3), [&] {
-          Kokkos::parallel_for("bench::keys", Policy(0, static_cast<std::int64_t>(n)),
-                               SortKeys{x, keys});
-          Kokkos::sort(keys);
-          Kokkos::parallel_for("bench::take", Policy(0, static_cast<std::int64_t>(k)),
-                               SortTake{keys, si});
-          Kokkos::sort(si);
-          Kokkos::parallel_for("bench::gather", Policy(0, static_cast<std::int64_t>(k)),
-                               SortGather{x, si, sv});
-          Exec().fence();
-        });
-      }
-      std::printf("%10zu %7.3f %8zu | %9.3f %7.2f | %9.3f | %9.3f %9.3f | %8.2f %8.2f\n", n,
-                  density, k, omgs_ms, n * 4.0 / (omgs_ms * 1e6), fb_ms, nth_ms, sort_ms,
-                  nth_ms / omgs_ms, with_sort ? sort_ms / omgs_ms : 0.0);
-      std::fflush(stdout);
+    for (bool gradient_like : {false, true}) {
+      const std::vector<float> hx = make_data(gradient_like, n);
+      const FloatView x = to_device(hx, "x");
+      for (double density : {0.001, 0.01})
+        failures += bench_row(gradient_like ? "grad" : "normal", hx, x, density, reps);
     }
   }
+  bench_small(reps_arg > 0 ? reps_arg : 7);
   if (failures != 0) {
     std::printf("MISMATCH: omgs and nth_element disagree on %d outputs\n", failures);
     return 1;

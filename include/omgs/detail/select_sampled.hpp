@@ -1,0 +1,211 @@
+// Internal part of module select: the kernels of the small-n path and of the sampled path
+// (docs/select.md). Small n: one team does the whole selection. Sampled path: a one-team
+// kernel estimates a lower key bound from a strided sample, ONE fused pass over the input
+// counts the non-finite entries and compacts the entries at or above the bound into
+// per-team segments of a candidate buffer, a one-team kernel resolves the exact threshold
+// on the candidates and writes the output, and (feedback form) one pass writes the new
+// residual. Not part of the public API.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+#include <omgs/detail/select_source.hpp>
+#include <omgs/detail/select_team.hpp>
+
+namespace omgs {
+namespace detail {
+
+/// Inputs up to this size take the one-team path (one launch, one host read-back).
+constexpr std::size_t select_small_n = 8192;
+/// Largest strided sample of the sampled path.
+constexpr std::int64_t select_sample_max = 16384;
+/// state(4): the lower key bound of the sampled path (candidates have key >= bound).
+constexpr int select_state_bound = 4;
+
+/// One-team kernels. Mode small: the whole selection over List = DirectList (non-finite
+/// count to nonfinite(0), outputs, and the full residual in the feedback form). Mode sample:
+/// state(4) = the key of the need-th largest sample entry (at most 0x7f800000, so every
+/// non-finite entry is at or above it). Mode resolve: threshold and output over the
+/// candidates; state(0) = T, state(1) = t, state(2) = index of the last tie taken.
+enum class OneTeamMode { small, sample, resolve };
+
+template <class Exec, class List, bool Feedback, OneTeamMode Mode>
+struct SelectOneTeam {
+  using Mem = typename Exec::memory_space;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  List list;
+  std::uint32_t need = 0;  // k (small: 0 allowed), or the sample rank
+  PickOutput<Mem> out;
+  Kokkos::View<std::uint64_t*, Mem> nonfinite;
+  Kokkos::View<float*, Mem> gather;  // small, sample: the threshold bucket; resolve: empty
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    SelectScratchU32<Exec> h(team.team_scratch(0), select_bins1);
+    SelectScratchU32<Exec> shared(team.team_scratch(0), 4);
+    std::uint32_t T = 0xffffffffu, t = 0;
+    std::uint64_t bad = 0;
+    team_kth_key(team, list, h, shared, need == 0 ? 1u : need, gather, T, t, bad);
+    if (Mode == OneTeamMode::sample) {
+      Kokkos::single(Kokkos::PerTeam(team),
+                     [&]() { out.state(select_state_bound) = T < 0x7f800000u ? T : 0x7f800000u; });
+      return;
+    }
+    if (Mode == OneTeamMode::small) {
+      Kokkos::single(Kokkos::PerTeam(team), [&]() { nonfinite(0) = bad; });
+      if (bad != 0) return;
+      if (need == 0) T = 0xffffffffu, t = 0;  // nothing above, no ties: select nothing
+    }
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      out.state(0) = T;
+      out.state(1) = t;
+    });
+    team_pick<Feedback && Mode == OneTeamMode::small>(team, list, shared, T, t, out);
+  }
+};
+
+/// The fused pass of the sampled path: team r scans its chunk of the input once, counts the
+/// non-finite entries and the entries with key >= bound, and writes the first `stride` of
+/// the latter, in index order, to its segment [r * stride, (r + 1) * stride) of the
+/// candidate buffer. counts(2 r) = candidates seen (more than stride - 1: the bracket missed),
+/// counts(2 r + 1) = non-finite entries. Nothing else is written.
+template <class Exec, bool Feedback>
+struct SelectBracketPass {
+  using Mem = typename Exec::memory_space;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  SelectSource<Mem, Feedback> src;
+  Kokkos::View<const std::uint32_t*, Mem> state;
+  Kokkos::View<std::uint32_t*, Mem> counts, cand_index;
+  Kokkos::View<float*, Mem> cand_value;
+  std::int64_t n = 0, chunk = 0, stride = 0;
+
+  /// Branch-free compaction step (host teams): the entry is written to the next free slot
+  /// and kept only if it is a candidate. Slot stride - 1 is a spill slot, so a segment holds
+  /// at most stride - 1 candidates (more: the bracket missed).
+  KOKKOS_FORCEINLINE_FUNCTION void keep(std::int64_t i, float v, bool cand, std::int64_t base,
+                                        std::int64_t& c) const {
+    const std::int64_t p = c < stride - 1 ? c : stride - 1;
+    cand_index(base + p) = static_cast<std::uint32_t>(i);
+    cand_value(base + p) = v;
+    c += cand ? 1 : 0;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::uint32_t bound = state(select_state_bound);
+    const std::int64_t r = team.league_rank();
+    const std::int64_t begin = r * chunk, base = r * stride;
+    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
+    if (team.team_size() == 1) {
+      // Host backends: blocks of 32 whose largest key is below the bound are skipped after
+      // a max reduction the compiler vectorizes; the rare other blocks are scanned.
+      std::int64_t c = 0;
+      std::uint64_t bad = 0;
+      constexpr std::int64_t block = 32;
+      std::int64_t i = begin;
+      for (; i + block <= end; i += block) {
+        std::uint32_t mx = 0;
+        for (std::int64_t j = 0; j < block; ++j) {
+          const std::uint32_t key = magnitude_key(src(i + j));
+          mx = key > mx ? key : mx;
+        }
+        if (mx < bound) continue;
+        for (std::int64_t j = i; j < i + block; ++j) {
+          const float v = src(j);
+          const std::uint32_t key = magnitude_key(v);
+          bad += key_is_nonfinite(key) ? 1 : 0;
+          keep(j, v, key >= bound, base, c);
+        }
+      }
+      for (; i < end; ++i) {
+        const float v = src(i);
+        const std::uint32_t key = magnitude_key(v);
+        bad += key_is_nonfinite(key) ? 1 : 0;
+        keep(i, v, key >= bound, base, c);
+      }
+      counts(2 * r) = static_cast<std::uint32_t>(c);
+      counts(2 * r + 1) = static_cast<std::uint32_t>(bad);
+      return;
+    }
+    // Device backends: a team scan gives each candidate its position (no global atomics).
+    // Scan value: low 32 bits candidates, high 32 bits non-finite entries.
+    Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, begin, end),
+                          [&](const std::int64_t i, std::uint64_t& upd, const bool final) {
+                            const float v = src(i);
+                            const std::uint32_t key = magnitude_key(v);
+                            const bool cand = key >= bound;
+                            const std::uint64_t add =
+                                (std::uint64_t(key_is_nonfinite(key)) << 32) | std::uint64_t(cand);
+                            if (final) {
+                              const std::int64_t p = static_cast<std::int64_t>(upd & 0xffffffffu);
+                              if (cand && p < stride - 1) {
+                                cand_index(base + p) = static_cast<std::uint32_t>(i);
+                                cand_value(base + p) = v;
+                              }
+                              if (i == end - 1) {
+                                counts(2 * r) =
+                                    static_cast<std::uint32_t>((upd + add) & 0xffffffffu);
+                                counts(2 * r + 1) = static_cast<std::uint32_t>((upd + add) >> 32);
+                              }
+                            }
+                            upd += add;
+                          });
+  }
+};
+
+/// The residual pass of the sampled feedback form: residual = acc, or 0 where acc was
+/// selected (key > T, or key == T at an index up to the last tie taken). Fully parallel; teams
+/// read T, t and that index once, and host teams run a plain loop the compiler vectorizes.
+template <class Exec>
+struct SelectResidualPass {
+  using Mem = typename Exec::memory_space;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  Kokkos::View<const float*, Mem> grad;
+  Kokkos::View<float*, Mem> residual;
+  Kokkos::View<const std::uint32_t*, Mem> state;
+  std::int64_t n = 0, chunk = 0;
+
+  /// r = r + g, or 0 where the sum's key >= thr (restrict and fixed-size blocks: GCC -O2
+  /// vectorizes only loops that need no alias check and no epilogue).
+  KOKKOS_INLINE_FUNCTION static void zero_from(float* KOKKOS_RESTRICT r,
+                                               const float* KOKKOS_RESTRICT g, std::int64_t b,
+                                               std::int64_t e, std::uint32_t thr) {
+    std::int64_t i = b;
+    for (; i + 32 <= e; i += 32) {  // fixed-size blocks: no epilogue, so -O2 vectorizes them
+      for (int j = 0; j < 32; ++j) {
+        const float v = r[i + j] + g[i + j];
+        r[i + j] = magnitude_key(v) >= thr ? 0.0f : v;
+      }
+    }
+    for (; i < e; ++i) {
+      const float v = r[i] + g[i];
+      r[i] = magnitude_key(v) >= thr ? 0.0f : v;
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::uint32_t T = state(0);
+    // Ties at indices <= last are taken; none when t == 0.
+    const std::int64_t last = state(1) != 0 ? std::int64_t(state(2)) : std::int64_t(-1);
+    const std::int64_t begin = team.league_rank() * chunk;
+    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
+    const auto body = [&](const std::int64_t i) {
+      const float v = residual(i) + grad(i);
+      const std::uint32_t key = magnitude_key(v);
+      const bool take = key > T || (key == T && i <= last);
+      residual(i) = take ? 0.0f : v;
+    };
+    if (team.team_size() == 1) {
+      // Two plain loops the compiler vectorizes: below `split` ties are taken (key >= T),
+      // from it on they are not (key >= T + 1; T is finite, so T + 1 does not wrap).
+      const std::int64_t split = last + 1 < begin ? begin : (last + 1 > end ? end : last + 1);
+      zero_from(residual.data(), grad.data(), begin, split, T);
+      zero_from(residual.data(), grad.data(), split, end, T + 1);
+    } else {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, begin, end), body);
+    }
+  }
+};
+
+}  // namespace detail
+}  // namespace omgs

@@ -1,0 +1,297 @@
+// Internal part of module select: one-team radix select over a list of entries, and the
+// index-ordered pick that writes the output. Used by the small-n path (the list is the whole
+// input), by the threshold sample and by the candidate resolve of the sampled path
+// (docs/select.md). Not part of the public API.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+
+#include <omgs/detail/select_source.hpp>
+
+namespace omgs {
+namespace detail {
+
+/// The whole input as one segment: entry p is src(p), its index p.
+template <class Mem, bool Feedback>
+struct DirectList {
+  SelectSource<Mem, Feedback> src;
+  std::int64_t n = 0;
+  KOKKOS_INLINE_FUNCTION int segments() const { return 1; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_begin(int) const { return 0; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_len(int) const { return n; }
+  KOKKOS_FORCEINLINE_FUNCTION float value(std::int64_t p) const { return src(p); }
+  KOKKOS_FORCEINLINE_FUNCTION std::uint32_t index(std::int64_t p) const {
+    return static_cast<std::uint32_t>(p);
+  }
+};
+
+/// A strided sample of the input: entry p is src(p * stride).
+template <class Mem, bool Feedback>
+struct SampleList {
+  SelectSource<Mem, Feedback> src;
+  std::int64_t count = 0, stride = 1;
+  KOKKOS_INLINE_FUNCTION int segments() const { return 1; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_begin(int) const { return 0; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_len(int) const { return count; }
+  KOKKOS_FORCEINLINE_FUNCTION float value(std::int64_t p) const { return src(p * stride); }
+  KOKKOS_FORCEINLINE_FUNCTION std::uint32_t index(std::int64_t p) const {
+    return static_cast<std::uint32_t>(p * stride);
+  }
+};
+
+/// The candidate buffer of the sampled path: segment s (one per team of the bracket pass)
+/// starts at s * stride and holds min(counts(2 s), stride - 1) entries, in index order.
+template <class Mem>
+struct CandidateList {
+  Kokkos::View<const std::uint32_t*, Mem> counts;
+  Kokkos::View<const std::uint32_t*, Mem> cand_index;
+  Kokkos::View<const float*, Mem> cand_value;
+  int nseg = 0;
+  std::int64_t stride = 0;
+  KOKKOS_INLINE_FUNCTION int segments() const { return nseg; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_begin(int s) const { return s * stride; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_len(int s) const {
+    const std::int64_t c = counts(2 * s);
+    return c < stride - 1 ? c : stride - 1;
+  }
+  KOKKOS_FORCEINLINE_FUNCTION float value(std::int64_t p) const { return cand_value(p); }
+  KOKKOS_FORCEINLINE_FUNCTION std::uint32_t index(std::int64_t p) const { return cand_index(p); }
+};
+
+template <class Exec>
+using SelectScratchU32 =
+    Kokkos::View<std::uint32_t*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+
+/// Scratch of the one-team kernels: one 2048-bin histogram and 4 shared words.
+template <class Exec>
+std::size_t select_team_scratch_bytes() {
+  return SelectScratchU32<Exec>::shmem_size(2048) + SelectScratchU32<Exec>::shmem_size(4);
+}
+
+/// Histogram (in h, zeroed here) of digit (key >> shift) & mask over the list entries whose
+/// key >> (shift + width) equals prefix (level 0: every entry). Returns the number of
+/// non-finite entries seen (level 0 only; team-wide on every thread).
+template <class Member, class List, class H>
+KOKKOS_INLINE_FUNCTION std::uint64_t team_histogram(const Member& team, const List& list,
+                                                    const H& h, int bins, int shift, int width,
+                                                    std::uint32_t prefix, bool level0) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bins), [&](const int b) { h(b) = 0; });
+  team.team_barrier();
+  const std::uint32_t mask = static_cast<std::uint32_t>(bins - 1);
+  const int fshift = shift + width;
+  std::uint64_t bad = 0;
+  for (int s = 0; s < list.segments(); ++s) {
+    const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
+    if (team.team_size() == 1 && level0) {
+      std::uint32_t* const hp = h.data();
+      for (std::int64_t j = 0; j < len; ++j) {
+        const std::uint32_t key = magnitude_key(list.value(b + j));
+        bad += key_is_nonfinite(key) ? 1 : 0;
+        ++hp[key >> select_shift1];
+      }
+    } else if (team.team_size() == 1) {
+      for (std::int64_t j = 0; j < len; ++j) {
+        const std::uint32_t key = magnitude_key(list.value(b + j));
+        if ((key >> fshift) == prefix) ++h((key >> shift) & mask);
+      }
+    } else {
+      std::uint64_t seg_bad = 0;
+      Kokkos::parallel_reduce(
+          Kokkos::TeamThreadRange(team, len),
+          [&](const std::int64_t j, std::uint64_t& nb) {
+            const std::uint32_t key = magnitude_key(list.value(b + j));
+            nb += key_is_nonfinite(key) ? 1 : 0;
+            if (level0 || (key >> fshift) == prefix)
+              Kokkos::atomic_add(&h((key >> shift) & mask), std::uint32_t(1));
+          },
+          seg_bad);
+      bad += seg_bad;
+    }
+  }
+  team.team_barrier();
+  return bad;
+}
+
+/// A list of values in a view (the gathered threshold bucket); indices are not needed.
+template <class Mem>
+struct ValueList {
+  Kokkos::View<const float*, Mem> v;
+  std::int64_t n = 0;
+  KOKKOS_INLINE_FUNCTION int segments() const { return 1; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_begin(int) const { return 0; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_len(int) const { return n; }
+  KOKKOS_FORCEINLINE_FUNCTION float value(std::int64_t p) const { return v(p); }
+};
+
+/// One digit level: histogram, then the bucket of the need-th largest entry. Updates
+/// prefix (the key bits fixed so far) and need (the rank within the bucket); returns the
+/// bucket's size. Level 0 also returns the non-finite count in bad.
+template <class Member, class List, class H>
+KOKKOS_INLINE_FUNCTION std::uint32_t team_level(const Member& team, const List& list, const H& h,
+                                                const H& shared, int level, std::uint32_t& prefix,
+                                                std::uint32_t& need, std::uint64_t& bad) {
+  const int shifts[3] = {select_shift1, select_shift2, 0};
+  const int bins[3] = {select_bins1, select_bins2, select_bins3};
+  const int widths[3] = {0, 11, 9};  // width of each digit below the top one
+  const std::uint64_t nb =
+      team_histogram(team, list, h, bins[level], shifts[level], widths[level], prefix, level == 0);
+  if (level == 0) bad = nb;
+  Kokkos::single(Kokkos::PerTeam(team), [&]() {
+    std::uint32_t cum = 0, b = 0;
+    for (int c = bins[level] - 1; c >= 0; --c) {
+      b = static_cast<std::uint32_t>(c);
+      if (cum + h(c) >= need) break;
+      cum += h(c);
+    }
+    shared(0) = b;
+    shared(1) = need - cum;
+    shared(2) = h(b);
+  });
+  team.team_barrier();
+  prefix = (level == 0 ? 0u : prefix << (level == 1 ? 11 : 9)) | shared(0);
+  need = shared(1);
+  const std::uint32_t size = shared(2);
+  team.team_barrier();
+  return size;
+}
+
+/// Copies the values of the list whose top digit is b1 to gather[0, size), in list order.
+template <class Member, class List, class G>
+KOKKOS_INLINE_FUNCTION void team_gather(const Member& team, const List& list, std::uint32_t b1,
+                                        const G& gather) {
+  std::int64_t done = 0;
+  for (int s = 0; s < list.segments(); ++s) {
+    const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
+    if (team.team_size() == 1) {
+      for (std::int64_t j = 0; j < len; ++j) {
+        const float v = list.value(b + j);
+        if ((magnitude_key(v) >> select_shift1) == b1) gather(done++) = v;
+      }
+      continue;
+    }
+    std::int64_t seg_total = 0;
+    Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, len),
+                          [&](const std::int64_t j, std::int64_t& upd, const bool final) {
+                            const float v = list.value(b + j);
+                            const bool in = (magnitude_key(v) >> select_shift1) == b1;
+                            if (final && in) gather(done + upd) = v;
+                            upd += in ? 1 : 0;
+                          });
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, len),
+        [&](const std::int64_t j, std::int64_t& c) {
+          c += (magnitude_key(list.value(b + j)) >> select_shift1) == b1 ? 1 : 0;
+        },
+        seg_total);
+    done += seg_total;
+  }
+  team.team_barrier();
+}
+
+/// The key T of the need-th largest entry of the list (1 <= need <= its length) and t, how
+/// many entries with key == T are among the need largest (lowest indices first). Three digit
+/// levels (11 + 11 + 9 bits); when the threshold bucket of the top digit fits in gather, it
+/// is gathered there and the last two levels run on it only. `bad`: non-finite count.
+template <class Member, class List, class H, class G>
+KOKKOS_INLINE_FUNCTION void team_kth_key(const Member& team, const List& list, const H& h,
+                                         const H& shared, std::uint32_t need, const G& gather,
+                                         std::uint32_t& T, std::uint32_t& t, std::uint64_t& bad) {
+  std::uint32_t prefix = 0;
+  std::uint64_t unused = 0;
+  const std::uint32_t size = team_level(team, list, h, shared, 0, prefix, need, bad);
+  if (size <= gather.extent(0)) {
+    team_gather(team, list, prefix, gather);
+    const ValueList<typename G::memory_space> bucket{gather, size};
+    team_level(team, bucket, h, shared, 1, prefix, need, unused);
+    team_level(team, bucket, h, shared, 2, prefix, need, unused);
+  } else {
+    team_level(team, list, h, shared, 1, prefix, need, unused);
+    team_level(team, list, h, shared, 2, prefix, need, unused);
+  }
+  T = prefix;
+  t = need;
+}
+
+/// Writes the selected entries of the list (key > T, or key == T among the first t such
+/// entries in list order) to the outputs in list (= index) order. state(2) receives the
+/// index of the last tie taken (when t > 0). WriteResidual (the direct list of the feedback
+/// form): residual(i) = taken ? 0 : value for every entry.
+template <bool WriteResidual, class Member, class List, class H, class Out>
+KOKKOS_INLINE_FUNCTION void team_pick(const Member& team, const List& list, const H& shared,
+                                      std::uint32_t T, std::uint32_t t, const Out& out) {
+  if (team.team_size() == 1) {  // host backends: plain counters
+    std::uint64_t pos = 0, seen = 0;
+    for (int s = 0; s < list.segments(); ++s) {
+      const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
+      for (std::int64_t j = 0; j < len; ++j) {
+        const float v = list.value(b + j);
+        const std::uint32_t key = magnitude_key(v);
+        bool take = false;
+        if (key >= T) {
+          const std::uint32_t idx = list.index(b + j);
+          const bool tie = key == T;
+          take = !tie || seen < t;
+          if (tie) {
+            if (take && seen + 1 == t) out.state(2) = idx;
+            ++seen;
+          }
+          if (take) {
+            out.index(pos) = idx;
+            out.value(pos) = v;
+            ++pos;
+          }
+        }
+        if (WriteResidual) out.residual(list.index(b + j)) = take ? 0.0f : v;
+      }
+    }
+    return;
+  }
+  std::uint64_t carry = 0;  // low 32 bits: entries above T so far, high 32 bits: ties
+  for (int s = 0; s < list.segments(); ++s) {
+    const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
+    if (len == 0) continue;
+    Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, len),
+                          [&](const std::int64_t j, std::uint64_t& upd, const bool final) {
+                            const float v = list.value(b + j);
+                            const std::uint32_t key = magnitude_key(v);
+                            const bool above = key > T, tie = key == T;
+                            const std::uint64_t add =
+                                (static_cast<std::uint64_t>(tie) << 32) | std::uint64_t(above);
+                            if (final) {
+                              const std::uint64_t cur = carry + upd;
+                              const std::uint64_t a = cur & 0xffffffffu, seen = cur >> 32;
+                              const bool take = above || (tie && seen < t);
+                              const std::uint32_t idx = list.index(b + j);
+                              if (take) {
+                                const std::uint64_t p = a + (seen < t ? seen : t);
+                                out.index(p) = idx;
+                                out.value(p) = v;
+                                if (tie && seen + 1 == t) out.state(2) = idx;
+                              }
+                              if (WriteResidual) out.residual(idx) = take ? 0.0f : v;
+                              if (j == len - 1) {
+                                shared(2) = static_cast<std::uint32_t>((cur + add) & 0xffffffffu);
+                                shared(3) = static_cast<std::uint32_t>((cur + add) >> 32);
+                              }
+                            }
+                            upd += add;
+                          });
+    team.team_barrier();
+    carry = (static_cast<std::uint64_t>(shared(3)) << 32) | shared(2);
+    team.team_barrier();
+  }
+}
+
+/// Output views of a pick.
+template <class Mem>
+struct PickOutput {
+  Kokkos::View<std::uint32_t*, Mem> index;
+  Kokkos::View<float*, Mem> value;
+  Kokkos::View<std::uint32_t*, Mem> state;
+  Kokkos::View<float*, Mem> residual;
+};
+
+}  // namespace detail
+}  // namespace omgs

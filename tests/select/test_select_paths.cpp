@@ -1,0 +1,129 @@
+// Tests of the three select paths (docs/select.md): the one-team small-n path, the sampled
+// path (strided sample, one fused bracket pass, resolve on the candidates) and its radix
+// fallback when the sample's bracket misses in either direction. Each case is checked against
+// the reference sort, and the feedback form against the bitwise identity.
+#include <limits>
+
+#include "select_reference.hpp"
+
+using namespace select_test;
+
+namespace {
+
+/// x with one huge outlier, many ties at the threshold, +-0 and denormals mixed in.
+std::vector<float> adversarial(std::size_t n, std::uint32_t seed) {
+  std::vector<float> x = make_data(Dist::normal, n, seed);
+  std::mt19937 rng(seed);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t u = rng() % 16;
+    if (u < 3) x[i] = (u == 0) ? 0.0f : -0.0f;
+    if (u == 3) x[i] = (rng() & 1u) ? 2.0f : -2.0f;  // a large tie class near the threshold
+    if (u == 4) x[i] = std::ldexp(1.0f, -140);       // denormal
+  }
+  x[n / 3] = 3e38f;  // one huge outlier
+  return x;
+}
+
+std::vector<float> all_value(std::size_t n, float v) {
+  return std::vector<float>(n, v);
+}
+
+omgs::TopkPath path_after_select(Selector& sel, const std::vector<float>& x, std::size_t k) {
+  check_against_reference(x, k, run_select(sel, x, k));
+  return sel.last_path();
+}
+
+}  // namespace
+
+TEST_CASE("select paths: small n, sampled, and radix chosen as documented", "[select][paths]") {
+  Selector sel(200000);
+  const std::vector<float> small = make_data(Dist::normal, 8192, 1);
+  REQUIRE(path_after_select(sel, small, 80) == omgs::TopkPath::small);
+  const std::vector<float> big = make_data(Dist::normal, 200000, 2);
+  REQUIRE(path_after_select(sel, big, 200) == omgs::TopkPath::sampled);
+  REQUIRE(path_after_select(sel, big, 2000) == omgs::TopkPath::sampled);
+  // k = n / 2: the expected candidates exceed the buffer: radix up front.
+  REQUIRE(path_after_select(sel, big, 100000) == omgs::TopkPath::radix);
+  // All equal: every entry is at the bound, the segments overflow: fallback.
+  REQUIRE(path_after_select(sel, all_value(200000, 0.5f), 200) == omgs::TopkPath::radix_fallback);
+  REQUIRE(path_after_select(sel, all_value(200000, 0.0f), 200) == omgs::TopkPath::radix_fallback);
+}
+
+TEST_CASE("select paths: adversarial inputs around team and chunk boundaries", "[select][paths]") {
+  Selector sel(140000);
+  // 8191..8193: the small-n limit; 16384 * m +- 1: team chunks of the bracket pass; +31/+33:
+  // its 32-entry blocks.
+  const std::vector<std::size_t> sizes = {8191,  8192,  8193,  16383,  16385,
+                                          32799, 65535, 65537, 131072, 131105};
+  std::uint32_t seed = 40;
+  for (std::size_t n : sizes) {
+    const std::vector<float> x = adversarial(n, seed++);
+    for (std::size_t k :
+         {std::size_t(1), std::size_t(2), n / 1000 + 1, n / 100 + 1, n / 10, n - 1, n}) {
+      INFO("n = " << n << ", k = " << k);
+      check_against_reference(x, k, run_select(sel, x, k));
+    }
+  }
+}
+
+TEST_CASE("select paths: brackets that miss in both directions fall back exactly",
+          "[select][paths]") {
+  const std::size_t n = 120001;
+  Selector sel(n);
+  const std::vector<float> x = adversarial(n, 7);
+  for (std::size_t k : {std::size_t(300), std::size_t(1200)}) {
+    INFO("k = " << k);
+    // Rank 1: the bound is the sample's maximum; too few candidates.
+    sel.force_sample_rank(1);
+    REQUIRE(path_after_select(sel, x, k) == omgs::TopkPath::radix_fallback);
+    // Rank = sample size: the bound is the sample's minimum; the segments overflow.
+    sel.force_sample_rank(1 << 20);
+    REQUIRE(path_after_select(sel, x, k) == omgs::TopkPath::radix_fallback);
+    // A bound just right: the sampled path itself, even when forced.
+    sel.force_sample_rank(static_cast<std::int64_t>(k * 16384 / n) + 40);
+    REQUIRE(path_after_select(sel, x, k) == omgs::TopkPath::sampled);
+    sel.force_sample_rank(0);
+  }
+  // Input that hides its largest entries between the sample's positions (stride = n / 16384
+  // here): the sample sees only small values, so the bound admits too many candidates.
+  std::vector<float> hidden(n, 1.0f);
+  const std::size_t stride = n / 16384;
+  for (std::size_t i = 0; i < n; ++i) hidden[i] = (i % stride == 0) ? 1.0f : 1.0f + i * 1e-6f;
+  Selector plain(n);
+  const omgs::TopkPath p = path_after_select(plain, hidden, 100);
+  REQUIRE((p == omgs::TopkPath::radix_fallback || p == omgs::TopkPath::sampled));
+}
+
+TEST_CASE("select paths: feedback identity on the small, sampled and fallback paths",
+          "[select][paths][feedback]") {
+  Selector sel(100000);
+  for (std::size_t n : {std::size_t(4096), std::size_t(100000)}) {
+    std::vector<float> grad = adversarial(n, 90);
+    grad[n / 3] = 1e30f;  // keep acc finite
+    std::vector<float> residual = make_data(Dist::huge_range, n, 91);
+    for (std::size_t i = 0; i < n; i += 5) residual[i] = -grad[i];  // acc == 0 exactly
+    for (std::int64_t rank : {std::int64_t(0), std::int64_t(1), std::int64_t(1) << 20}) {
+      sel.force_sample_rank(rank);
+      for (std::size_t k : {std::size_t(0), std::size_t(1), n / 100, n - 1, n}) {
+        INFO("n = " << n << ", k = " << k << ", forced rank " << rank);
+        check_feedback(sel, grad, residual, k);
+      }
+    }
+    sel.force_sample_rank(0);
+  }
+}
+
+TEST_CASE("select paths: non-finite entries anywhere are found on every path",
+          "[select][paths][nonfinite]") {
+  for (std::size_t n : {std::size_t(100), std::size_t(100000)}) {
+    Selector sel(n);
+    for (std::size_t at : {std::size_t(0), n / 2 + 3, n - 1}) {
+      std::vector<float> x = make_data(Dist::normal, n, 5);
+      x[at] = -std::numeric_limits<float>::infinity();
+      const Selection s = run_select(sel, x, 10);
+      INFO("n = " << n << ", non-finite at " << at);
+      REQUIRE(s.result.status == omgs::TopkStatus::nonfinite_input);
+      REQUIRE(s.result.nonfinite == 1);
+    }
+  }
+}
