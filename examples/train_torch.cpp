@@ -104,8 +104,8 @@ int parse_args(int argc, char** argv, int rank, int size, Args& a) {
       ok = number(t, 0, 100, a.tolerance);
     else if (o == "--data-dir")
       a.data_dir = t;
-    else if (o == "--progress" && (t == "thread" || t == "inline"))
-      a.inline_progress = t == "inline";
+    else if (o == "--progress")
+      ok = (a.inline_progress = t == "inline") || t == "thread";
     else if (o == "--planner") {
       try {
         a.planner = omgs::parse_planner(t);
@@ -114,7 +114,7 @@ int parse_args(int argc, char** argv, int rank, int size, Args& a) {
       }
     } else
       return fail("unknown option '" + o + "'");
-    if (!ok) return fail(o + " '" + t + "' is out of range or not a number");
+    if (!ok) return fail(o + " '" + t + "' is not valid (see the range in --help)");
   }
   if (a.batch % size != 0)
     return fail("--batch-size " + std::to_string(a.batch) + " must be a multiple of the " +
