@@ -15,10 +15,20 @@ OMGS_APT_PACKAGES=(
 
 omgs_log() { printf '[omgs] %s\n' "$*" >&2; }
 
+# The libtorch example (omgs-train-torch) and its data: libtorch 1.13 with its CMake config
+# (~600 MB installed), Fashion-MNIST (30 MB) and zlib for the IDX reader. Installed unless
+# OMGS_ENABLE_TORCH_EXAMPLE=OFF is in the environment (CMake builds the example where it
+# finds Torch; CTest then trains it for a few hundred batches).
+OMGS_TORCH_APT_PACKAGES=(libtorch-dev dataset-fashion-mnist zlib1g-dev)
+
 # Installs the missing packages with apt when run as root; otherwise prints the exact
 # command and stops.
 omgs_ensure_packages() {
-  omgs_ensure_apt_packages "${OMGS_APT_PACKAGES[@]}"
+  if [ "${OMGS_ENABLE_TORCH_EXAMPLE:-AUTO}" = "OFF" ]; then
+    omgs_ensure_apt_packages "${OMGS_APT_PACKAGES[@]}"
+  else
+    omgs_ensure_apt_packages "${OMGS_APT_PACKAGES[@]}" "${OMGS_TORCH_APT_PACKAGES[@]}"
+  fi
 }
 
 omgs_jobs() {
@@ -32,7 +42,8 @@ omgs_build() {
   local dir="$1"
   shift
   omgs_log "configuring in ${dir}"
-  cmake -S "$OMGS_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE="${OMGS_BUILD_TYPE:-RelWithDebInfo}" "$@" >"$dir.configure.log" 2>&1 || {
+  cmake -S "$OMGS_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE="${OMGS_BUILD_TYPE:-RelWithDebInfo}" \
+    ${OMGS_ENABLE_TORCH_EXAMPLE:+"-DOMGS_ENABLE_TORCH_EXAMPLE=$OMGS_ENABLE_TORCH_EXAMPLE"} "$@" >"$dir.configure.log" 2>&1 || {
     cat "$dir.configure.log" >&2
     exit 1
   }

@@ -63,8 +63,9 @@ else
     thread) dir="$OMGS_ROOT/build-tsan$suffix" ;;
     *) dir="$OMGS_ROOT/build-asan$suffix" ;;
   esac
+  # libtorch is not built with the sanitizers: its example runs in the plain builds only.
   omgs_build "$dir" "${args[@]}" -DOMGS_SANITIZE="$sanitize" -DOMGS_ENABLE_BENCHMARKS=OFF \
-    -DCMAKE_BUILD_TYPE=Debug
+    -DOMGS_ENABLE_TORCH_EXAMPLE=OFF -DCMAKE_BUILD_TYPE=Debug
   # Open MPI's own allocations are reported as leaks at exit; they are not omgs'.
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

@@ -63,6 +63,9 @@ class Omgs(CMakePackage, CudaPackage, ROCmPackage):
             self.define_from_variant("OMGS_ENABLE_HWLOC", "hwloc"),
             self.define("OMGS_ENABLE_TESTS", self.run_tests),
             self.define("OMGS_ENABLE_BENCHMARKS", False),
+            # The libtorch example needs Debian's libtorch-dev and Fashion-MNIST: not a
+            # Spack dependency; never picked up from the host system here.
+            self.define("OMGS_ENABLE_TORCH_EXAMPLE", "OFF"),
             self.define("Kokkos_ROOT", spec["kokkos"].prefix),
             self.define("KokkosKernels_ROOT", spec["kokkos-kernels"].prefix),
         ]

@@ -1,0 +1,414 @@
+// omgs-train-torch: a libtorch training loop with omgs inside it. A small CNN (conv 5x5 x2,
+// linear x2) learns Fashion-MNIST data-parallel (every rank takes its shard of each global
+// batch) twice, from the same initial weights and in the same sample order:
+//
+//   dense   the gradient averaged with one MPI_Allreduce after backward
+//   sparse  top-k with error feedback through omgs::Runtime. Each parameter's .grad() is a
+//           tensor over its slot of the runtime's gradient buffer (zero copy when Kokkos'
+//           memory is host memory; one copy per layer otherwise), and a post-hook on its
+//           autograd gradient accumulator calls rt.ready(l) as soon as backward has written
+//           it, so merged groups are sparsified and allgathered while backward goes on.
+//           After rt.finish() the .grad() tensors point at rt.aggregated(l) for the step.
+//
+// Prints per epoch the training loss, the accuracy on the 10,000 test images, the iteration
+// time and the bytes each rank hands to MPI per iteration, for both; then PASS (exit 0) if
+// the sparse run's final test accuracy is within --tolerance points of dense, else FAIL
+// (exit 1). docs/torch.md explains the hooks.
+#include <mpi.h>
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/torch.h>
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <omgs/omgs.hpp>
+
+#include "fashion_mnist.hpp"
+
+namespace omgs_train_torch {
+
+constexpr const char* usage_text =
+    "usage: mpiexec -n P omgs-train-torch [options]\n"
+    "Trains a small CNN on Fashion-MNIST with dense (MPI_Allreduce) and with sparse (omgs)\n"
+    "gradient averaging from the same initial weights; PASS if the sparse final test\n"
+    "accuracy is within the tolerance of dense (exit 0), else FAIL (exit 1); 2: bad options.\n"
+    "  --epochs N        passes over the training set (default 3)\n"
+    "  --batch-size B    global batch, split evenly over the ranks (default 64)\n"
+    "  --density D       fraction of each merged group sent, in (0, 1] (default 0.01)\n"
+    "  --planner NAME    mgs, layerwise, single, threshold, optimal (default mgs)\n"
+    "  --lr LR           SGD learning rate, both runs (default 0.05)\n"
+    "  --data-dir DIR    IDX files, gzip'd or not (default /usr/share/datasets/fashion-mnist)\n"
+    "  --max-batches N   at most N batches per epoch, 0: all (default 0)\n"
+    "  --tolerance T     allowed accuracy loss of sparse, in percentage points (default 1)\n"
+    "  --progress MODE   thread: omgs' progress thread drives MPI during backward; inline:\n"
+    "                    finish() does (default thread)\n"
+    "  --seed S          weights and shuffling (default 1)\n";
+
+struct Args {
+  int epochs = 3, batch = 64, max_batches = 0;
+  long seed = 1;
+  double density = 0.01, lr = 0.05, tolerance = 1.0;
+  omgs::Planner planner = omgs::Planner::mgs;
+  bool inline_progress = false;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+};
+
+/// -1: go on; 0: --help; 2: a bad option (rank 0 says which).
+int parse_args(int argc, char** argv, int rank, int size, Args& a) {
+  auto fail = [rank](const std::string& m) {
+    if (rank == 0) std::fprintf(stderr, "omgs-train-torch: error: %s (see --help)\n", m.c_str());
+    return 2;
+  };
+  auto number = [](const std::string& t, double lo, double hi, double& v) {
+    char* end = nullptr;
+    v = std::strtod(t.c_str(), &end);
+    return !t.empty() && *end == '\0' && std::isfinite(v) && v >= lo && v <= hi;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string o = argv[i];
+    if (o.rfind("--kokkos-", 0) == 0) continue;
+    if (o == "--help" || o == "-h") {
+      if (rank == 0) std::printf("%s", usage_text);
+      return 0;
+    }
+    if (i + 1 >= argc) return fail("unknown option or missing value: '" + o + "'");
+    const std::string t = argv[++i];
+    double v = 0;
+    auto integer = [&](double lo, double hi, auto& out) {
+      if (!number(t, lo, hi, v) || v != std::floor(v)) return false;
+      out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+      return true;
+    };
+    bool ok = true;
+    if (o == "--epochs")
+      ok = integer(1, 1000, a.epochs);
+    else if (o == "--batch-size")
+      ok = integer(1, 60000, a.batch);
+    else if (o == "--max-batches")
+      ok = integer(0, 1e9, a.max_batches);
+    else if (o == "--seed")
+      ok = integer(0, 1e9, a.seed);
+    else if (o == "--density")
+      ok = number(t, 1e-9, 1, a.density);
+    else if (o == "--lr")
+      ok = number(t, 1e-9, 100, a.lr);
+    else if (o == "--tolerance")
+      ok = number(t, 0, 100, a.tolerance);
+    else if (o == "--data-dir")
+      a.data_dir = t;
+    else if (o == "--progress")
+      ok = (a.inline_progress = t == "inline") || t == "thread";
+    else if (o == "--planner") {
+      try {
+        a.planner = omgs::parse_planner(t);
+      } catch (const omgs::Error& e) {
+        return fail(std::string("--planner: ") + e.what());
+      }
+    } else
+      return fail("unknown option '" + o + "'");
+    if (!ok) return fail(o + " '" + t + "' is not valid (see the range in --help)");
+  }
+  if (a.batch % size != 0)
+    return fail("--batch-size " + std::to_string(a.batch) + " must be a multiple of the " +
+                std::to_string(size) + " ranks");
+  return -1;
+}
+
+struct NetImpl : torch::nn::Module {
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  NetImpl() {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 5)));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 5)));
+    fc1 = register_module("fc1", torch::nn::Linear(32 * 4 * 4, 128));
+    fc2 = register_module("fc2", torch::nn::Linear(128, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(conv1(x)), 2);  // 16 x 12 x 12
+    x = torch::max_pool2d(torch::relu(conv2(x)), 2);  // 32 x 4 x 4
+    return fc2(torch::relu(fc1(x.flatten(1))));
+  }
+};
+TORCH_MODULE(Net);
+
+/// Images as float [N, 1, 28, 28], normalized; labels int64.
+struct Data {
+  torch::Tensor train_x, train_y, test_x, test_y;
+};
+
+void to_tensors(const omgs_examples::Split& s, torch::Tensor& x, torch::Tensor& y) {
+  const auto n = static_cast<long>(s.images.count);
+  x = torch::from_blob(const_cast<std::uint8_t*>(s.images.pixels.data()),
+                       {n, 1, static_cast<long>(s.images.rows), static_cast<long>(s.images.cols)},
+                       torch::kUInt8)
+          .to(torch::kFloat32)
+          .div_(255.0f)
+          .sub_(0.2860f)
+          .div_(0.3530f);  // Fashion-MNIST's mean and standard deviation
+  y = torch::from_blob(const_cast<std::uint8_t*>(s.labels.data()), {n}, torch::kUInt8)
+          .to(torch::kInt64);
+}
+
+struct Context {
+  const Args& a;
+  const Data& d;
+  MPI_Comm comm;
+  int rank, size, iters;
+};
+
+/// Test accuracy in percent; each rank evaluates a slice of the test set.
+double test_accuracy(const Context& c, Net& net) {
+  torch::NoGradGuard no_grad;
+  const long n = c.d.test_x.size(0), per = (n + c.size - 1) / c.size;
+  const long begin = std::min(n, c.rank * per), end = std::min(n, begin + per);
+  long correct = 0;
+  for (long b = begin; b < end; b += 1000) {
+    const long e = std::min(end, b + 1000);
+    const auto pred = net->forward(c.d.test_x.slice(0, b, e)).argmax(1);
+    correct += pred.eq(c.d.test_y.slice(0, b, e)).sum().item<long>();
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_LONG, MPI_SUM, c.comm);
+  return 100.0 * static_cast<double>(correct) / static_cast<double>(n);
+}
+
+/// One epoch's figures for one method.
+struct Epoch {
+  double loss = 0, accuracy = 0, iteration_s = 0, bytes = 0;
+};
+
+/// The method-specific part of an iteration: backward, averaging, gradients into .grad().
+/// Returns the bytes this rank handed to MPI.
+using Step = std::function<double(const torch::Tensor& loss)>;
+
+Epoch train_epoch(const Context& c, Net& net, torch::optim::SGD& opt, int epoch, const Step& step) {
+  // The same shuffle on every rank and for both methods: seeded by the epoch.
+  const auto perm = torch::randperm(c.d.train_x.size(0),
+                                    torch::make_generator<at::CPUGeneratorImpl>(c.a.seed + epoch));
+  const long shard = c.a.batch / c.size;
+  double loss_sum = 0, bytes = 0;
+  std::vector<double> times;
+  for (int it = 0; it < c.iters; ++it) {
+    const auto idx = perm.slice(0, static_cast<long>(it) * c.a.batch + c.rank * shard,
+                                static_cast<long>(it) * c.a.batch + (c.rank + 1) * shard);
+    const double t0 = MPI_Wtime();
+    const auto loss = torch::nn::functional::cross_entropy(net->forward(c.d.train_x.index({idx})),
+                                                           c.d.train_y.index({idx}));
+    bytes += step(loss);
+    opt.step();
+    times.push_back(MPI_Wtime() - t0);
+    loss_sum += loss.item<double>();
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, c.comm);
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return {loss_sum / c.iters / c.size, test_accuracy(c, net), times[times.size() / 2],
+          bytes / c.iters};
+}
+
+/// Dense data parallelism: the gradients flattened, one MPI_Allreduce, averaged back.
+Step dense_step(const Context& c, Net& net) {
+  return [&c, &net](const torch::Tensor& loss) {
+    for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
+    loss.backward();
+    std::vector<torch::Tensor> grads;
+    for (auto& p : net->parameters()) grads.push_back(p.grad().view(-1));
+    auto flat = torch::cat(grads);
+    MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(flat.numel()), MPI_FLOAT,
+                  MPI_SUM, c.comm);
+    flat.div_(c.size);
+    long at = 0;
+    for (auto& g : grads) {
+      g.copy_(flat.slice(0, at, at + g.numel()));
+      at += g.numel();
+    }
+    return 4.0 * static_cast<double>(flat.numel());
+  };
+}
+
+/// Calls a function after an autograd node ran: on a parameter's gradient accumulator, once
+/// the parameter's .grad() holds this backward pass's gradient.
+struct AfterNode : torch::autograd::FunctionPostHook {
+  std::function<void()> fn;
+  explicit AfterNode(std::function<void()> f) : fn(std::move(f)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    fn();
+    return outputs;
+  }
+};
+
+constexpr bool zero_copy =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, omgs::DeviceMemory>::accessible;
+using HostView = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+/// Sparse data parallelism through omgs: parameter l (in net->parameters() order, i.e.
+/// forward order) is omgs layer l.
+struct SparseGlue {
+  omgs::Runtime& rt;
+  std::vector<torch::Tensor> params, slot, avg;  // .grad() during backward / for the step
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keep the hooks alive
+  omgs::Status first_bad = omgs::Status::ok;
+  double sparsify_s = 0, wait_s = 0;  // summed over the iterations
+
+  SparseGlue(omgs::Runtime& r, Net& net) : rt(r), params(net->parameters()) {
+    for (std::size_t l = 0; l < params.size(); ++l) {
+      const auto& p = params[l];
+      if (zero_copy) {
+        slot.push_back(torch::from_blob(rt.gradient(l).data(), p.sizes()));
+        avg.push_back(torch::from_blob(const_cast<float*>(rt.aggregated(l).data()), p.sizes()));
+      } else {  // Kokkos' memory is not host memory: torch's tensors, one copy each way
+        slot.push_back(torch::zeros_like(p));
+        avg.push_back(torch::zeros_like(p));
+      }
+      accumulators.push_back(torch::autograd::impl::grad_accumulator(p));
+      accumulators.back()->add_post_hook(std::make_unique<AfterNode>([this, l] { ready(l); }));
+    }
+  }
+  void ready(std::size_t l) {
+    omgs::Status s;
+    if (zero_copy) {
+      s = rt.ready(l);  // backward accumulated straight into rt.gradient(l)
+    } else {
+      s = rt.ready(l, HostView(slot[l].data_ptr<float>(), slot[l].numel()));
+    }
+    if (s != omgs::Status::ok && first_bad == omgs::Status::ok) first_bad = s;
+  }
+  double step(const torch::Tensor& loss) {
+    for (std::size_t l = 0; l < params.size(); ++l) {
+      slot[l].zero_();  // autograd accumulates into a defined .grad() in place
+      params[l].mutable_grad() = slot[l];
+    }
+    rt.begin_backward();
+    loss.backward();  // the hooks call rt.ready(l), in backward order
+    const omgs::IterationStats st = rt.finish();
+    const omgs::Status s = first_bad != omgs::Status::ok ? first_bad : st.status;
+    if (s != omgs::Status::ok) {
+      std::fprintf(stderr, "omgs-train-torch: rank %d: %s: %s\n", rt.rank(), omgs::to_string(s),
+                   rt.last_error().c_str());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (std::size_t l = 0; l < params.size(); ++l) {
+      if (!zero_copy)
+        Kokkos::deep_copy(HostView(avg[l].data_ptr<float>(), avg[l].numel()), rt.aggregated(l));
+      params[l].mutable_grad() = avg[l];
+    }
+    sparsify_s += st.sparsify_s;
+    wait_s += st.finish_wait_s + st.aggregate_s;
+    return static_cast<double>(st.bytes_sent);
+  }
+};
+
+int run(const Args& a, MPI_Comm comm, int rank, int size) {
+  Data d;
+  {
+    const auto train = omgs_examples::read_split(a.data_dir, "train");
+    const auto test = omgs_examples::read_split(a.data_dir, "t10k");
+    if (train.images.rows != 28 || train.images.cols != 28 || test.images.rows != 28 ||
+        test.images.cols != 28)
+      throw omgs_examples::IdxError("fashion-mnist: images are not 28x28 in " + a.data_dir);
+    to_tensors(train, d.train_x, d.train_y);
+    to_tensors(test, d.test_x, d.test_y);
+  }
+  int iters = static_cast<int>(d.train_x.size(0) / a.batch);
+  if (a.max_batches > 0) iters = std::min(iters, a.max_batches);
+  const Context c{a, d, comm, rank, size, iters};
+
+  torch::manual_seed(static_cast<std::uint64_t>(a.seed));
+  Net dense_net, sparse_net;
+  {
+    torch::NoGradGuard no_grad;
+    auto from = dense_net->parameters(), to = sparse_net->parameters();
+    for (std::size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  std::vector<omgs::LayerSpec> layers;
+  for (const auto& p : sparse_net->named_parameters())
+    layers.push_back({p.key(), static_cast<std::uint64_t>(p.value().numel()), 0.0});
+  omgs::RuntimeOptions opt;
+  opt.density = a.density;
+  opt.planner = a.planner;
+  opt.force_inline_progress = a.inline_progress;
+  omgs::Runtime rt(comm, layers, opt);
+  SparseGlue glue(rt, sparse_net);
+  torch::optim::SGD dense_opt(dense_net->parameters(), a.lr),
+      sparse_opt(sparse_net->parameters(), a.lr);
+  const Step dense = dense_step(c, dense_net);
+  const Step sparse = [&glue](const torch::Tensor& loss) { return glue.step(loss); };
+
+  std::uint64_t numel = 0;
+  for (const auto& l : layers) numel += l.numel;
+  if (rank == 0) {
+    std::printf(
+        "omgs-train-torch: P = %d, CNN of %llu parameters in %zu tensors, batch %d (%d/rank), "
+        "%d iterations/epoch, density %g, planner %s, lr %g, %s\n",
+        size, static_cast<unsigned long long>(numel), layers.size(), a.batch, a.batch / size, iters,
+        a.density, std::string(omgs::to_string(a.planner)).c_str(), a.lr,
+        zero_copy ? "zero copy (.grad() over the runtime's buffers)"
+                  : "one copy per layer (Kokkos memory is not host memory)");
+    std::printf("%5s  %-6s  %10s  %8s  %12s  %14s\n", "epoch", "method", "train_loss", "test_acc",
+                "iteration_ms", "bytes_sent/it");
+    std::fflush(stdout);
+  }
+  Epoch de, sp;
+  for (int e = 1; e <= a.epochs; ++e) {
+    de = train_epoch(c, dense_net, dense_opt, e, dense);
+    glue.sparsify_s = glue.wait_s = 0;
+    sp = train_epoch(c, sparse_net, sparse_opt, e, sparse);
+    if (rank == 0) {
+      for (const auto* r : {&de, &sp})
+        std::printf("%5d  %-6s  %10.4f  %7.2f%%  %12.2f  %14.0f\n", e,
+                    r == &de ? "dense" : "sparse", r->loss, r->accuracy, 1e3 * r->iteration_s,
+                    r->bytes);
+      std::printf("%5s  sparse: omgs top-k + packing %.2f ms/it, finish() %.2f ms/it\n", "",
+                  1e3 * glue.sparsify_s / iters, 1e3 * glue.wait_s / iters);
+      std::fflush(stdout);
+    }
+  }
+  const bool pass = sp.accuracy >= de.accuracy - a.tolerance;
+  if (rank == 0) {
+    std::printf(
+        "sparse plan: %zu groups; bytes sent per rank per iteration: %.1fx fewer than dense\n",
+        rt.plan().groups.size(), de.bytes / sp.bytes);
+    std::printf("%s: sparse test accuracy %.2f%%, dense %.2f%% (%+.2f points, tolerance %g)\n",
+                pass ? "PASS" : "FAIL", sp.accuracy, de.accuracy, sp.accuracy - de.accuracy,
+                a.tolerance);
+    std::fflush(stdout);
+  }
+  return pass ? 0 : 1;
+}
+
+}  // namespace omgs_train_torch
+
+int main(int argc, char** argv) {
+  int provided = 0, rank = 0, size = 1, rc = 2;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  at::set_num_threads(1);  // one core per rank: ranks do not oversubscribe the machine
+  omgs_train_torch::Args args;
+  if ((rc = omgs_train_torch::parse_args(argc, argv, rank, size, args)) < 0) {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    try {
+      rc = omgs_train_torch::run(args, MPI_COMM_WORLD, rank, size);
+    } catch (const omgs_examples::IdxError& e) {  // every rank reads the same files
+      if (rank == 0) std::fprintf(stderr, "omgs-train-torch: error: %s\n", e.what());
+      rc = 1;
+    } catch (const omgs::Error& e) {  // the Runtime's constructor throws alike on every rank
+      if (rank == 0) std::fprintf(stderr, "omgs-train-torch: error: %s\n", e.what());
+      rc = 1;
+    } catch (const std::exception& e) {  // anything else (torch) may be this rank's alone
+      std::fprintf(stderr, "omgs-train-torch: rank %d: error: %s\n", rank, e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  MPI_Finalize();
+  return rc;
+}
