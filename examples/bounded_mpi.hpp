@@ -14,6 +14,14 @@
 
 namespace omgs_examples {
 
+/// The job's name and the bound of its own collectives (--collective-timeout); set once by
+/// main() after parsing the options, read by the bounded helpers below.
+struct JobBound {
+  const char* program = "omgs-example";
+  double timeout_s = 300.0;
+};
+inline JobBound job_bound;
+
 /// Prints "<program>: rank R: <message>; aborting the job" and calls MPI_Abort.
 [[noreturn]] inline void abort_job(MPI_Comm comm, const char* program, const std::string& message) {
   int rank = -1;
@@ -58,6 +66,26 @@ inline void barrier_or_abort(MPI_Comm comm, const char* program, const char* wha
   MPI_Request req = MPI_REQUEST_NULL;
   MPI_Ibarrier(comm, &req);
   wait_or_abort(1, &req, comm, program, what, timeout_s);
+}
+
+/// The same with the job's bound (job_bound).
+inline void wait_or_abort(int count, MPI_Request* req, MPI_Comm comm, const char* what) {
+  wait_or_abort(count, req, comm, job_bound.program, what, job_bound.timeout_s);
+}
+inline void allreduce_or_abort(const void* send, void* recv, int count, MPI_Datatype type,
+                               MPI_Op op, MPI_Comm comm, const char* what) {
+  allreduce_or_abort(send, recv, count, type, op, comm, job_bound.program, what,
+                     job_bound.timeout_s);
+}
+inline void barrier_or_abort(MPI_Comm comm, const char* what) {
+  barrier_or_abort(comm, job_bound.program, what, job_bound.timeout_s);
+}
+/// MPI_Bcast bounded by the job's bound.
+inline void bcast_or_abort(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                           const char* what) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Ibcast(buf, count, type, root, comm, &req);
+  wait_or_abort(1, &req, comm, what);
 }
 
 }  // namespace omgs_examples

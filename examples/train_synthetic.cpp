@@ -5,11 +5,13 @@
 // runs the backward pass from the last layer to the first, hands each gradient to omgs
 // (rt.ready) and waits in rt.finish(), exactly as a training code would.
 //
-// It compares the planners (layerwise, single, mgs, optimal by default) with a dense
-// baseline: one MPI_Iallreduce per layer, posted as soon as the layer's gradient exists
-// (what DDP-style data parallelism does, without bucketing). It prints one line per
-// iteration and a table: iteration time, communication not hidden behind the backward
-// pass, and bytes each rank sends.
+// It compares the planners (layerwise, single, mgs, optimal by default) with two dense
+// baselines (examples/dense_baseline.hpp): gradients fused into 25 MB buckets allreduced as
+// each fills, as PyTorch DDP does ("dense-bucket"), and one MPI_Iallreduce per layer
+// ("dense-layer"). Every plan uses one performance model, calibrated once per job
+// (repeated, medians: examples/shared_calibration.hpp). It prints one line per iteration
+// and a table: iteration time, communication not hidden behind the backward pass, bytes
+// each rank sends, predicted time, and which allreduce each dense row used.
 //
 //   mpiexec -n 4 omgs-train-synthetic --model resnet50
 #include <mpi.h>
@@ -30,6 +32,9 @@
 #include <omgs/omgs.hpp>
 
 #include "bounded_mpi.hpp"
+#include "dense_baseline.hpp"
+#include "emulated_backward.hpp"
+#include "shared_calibration.hpp"
 
 namespace {
 
@@ -46,8 +51,8 @@ constexpr const char* usage_text =
     "usage: omgs-train-synthetic [--model NAME|FILE.csv] [options]\n"
     "\n"
     "Emulates the backward pass of a real model (its tensor shapes and per-layer backward\n"
-    "times) and communicates its gradients with omgs under several planners, and with a dense\n"
-    "MPI_Iallreduce per layer as the baseline.\n"
+    "times) and communicates its gradients with omgs under several planners, and densely:\n"
+    "fused into buckets (as DDP) and per layer, with MPI_Iallreduce.\n"
     "\n"
     "  --model M           resnet50 (default), vgg16, bert_base, gpt2_small, or a CSV file\n"
     "  --iterations N      timed iterations per method (default 10)\n"
@@ -55,8 +60,13 @@ constexpr const char* usage_text =
     "  --density D         fraction of each group's entries sent (default 0.001)\n"
     "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal\n"
     "                      (default layerwise,single,mgs,optimal)\n"
-    "  --no-dense          skip the dense MPI_Iallreduce baseline\n"
-    "  --perf SPEC         calibrate (default), reference, or an alpha-beta JSON file\n"
+    "  --no-dense          skip the dense MPI_Iallreduce baselines\n"
+    "  --bucket-mb MB      dense-bucket's bucket size in MB of floats (default 25)\n"
+    "  --perf SPEC         calibrate (default: once, shared by every plan), reference, or\n"
+    "                      an alpha-beta JSON file\n"
+    "  --calibrations N    with --perf calibrate: repeat it N times, use the medians\n"
+    "                      (default 3)\n"
+    "  --save-perf FILE    rank 0 writes the job's alpha-beta model there (for --perf)\n"
     "  --backward-scale S  emulated backward = S x the model's backward_s (default 1)\n"
     "  --numel-scale S     shrink (S < 1) every tensor, for quick runs (default 1)\n"
     "  --trace PREFIX      Chrome trace per method and rank: PREFIX.<method>.<rank>.json\n"
@@ -81,7 +91,10 @@ struct Args {
   double density = 0.001;
   std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal"};
   bool dense = true;
+  double bucket_mb = 25.0;
   std::string perf = "calibrate";
+  int calibrations = 3;
+  std::string save_perf;
   double backward_scale = 1.0;
   double numel_scale = 1.0;
   std::string trace, svg;
@@ -134,8 +147,14 @@ Args parse_args(int argc, char** argv, int rank) {
       }
     } else if (opt == "--no-dense") {
       a.dense = false;
+    } else if (opt == "--bucket-mb") {
+      a.bucket_mb = number(rank, opt, value(), 1e-6, 2048);
     } else if (opt == "--perf") {
       a.perf = value();
+    } else if (opt == "--calibrations") {
+      a.calibrations = static_cast<int>(number(rank, opt, value(), 1, 100));
+    } else if (opt == "--save-perf") {
+      a.save_perf = value();
     } else if (opt == "--backward-scale") {
       a.backward_scale = number(rank, opt, value(), 0, 1e6);
     } else if (opt == "--numel-scale") {
@@ -181,80 +200,10 @@ std::string find_model(const std::string& name, const char* argv0) {
 
 }  // namespace
 
-// The emulated backward: a kernel that writes the gradient (a hash of rank, iteration,
-// layer and index, centred on 0) after `reps` rounds of arithmetic per element. In a named
-// namespace: CUDA's extended lambdas need an enclosing function with external linkage.
-namespace omgs_train {
-
-void emulate_layer(const omgs::GradientView& grad, std::uint64_t seed, int reps) {
-  Kokkos::parallel_for(
-      "omgs_train::backward", Kokkos::RangePolicy<Exec>(0, grad.extent(0)),
-      KOKKOS_LAMBDA(const std::size_t i) {
-        std::uint64_t z = (seed + i) * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-        float x = static_cast<float>(static_cast<double>(z >> 40) * (1.0 / 16777216.0)) - 0.5f;
-        float acc = x;
-        for (int r = 0; r < reps; ++r) acc = acc * 0.999f + 1e-3f * x;
-        grad(i) = acc;
-      });
-}
-
-}  // namespace omgs_train
-
 namespace {
 
 using omgs_train::emulate_layer;
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-/// Seconds per element of emulate_layer with 0 reps, and per extra rep per element.
-struct KernelCost {
-  double fill_s = 0, rep_s = 0;
-};
-
-KernelCost calibrate_kernel(MPI_Comm comm) {
-  const std::size_t n = 1 << 20;
-  omgs::GradientView v("omgs_train::calibrate", n);
-  auto time = [&](int reps) {
-    std::vector<double> t;
-    for (int r = 0; r < 5; ++r) {
-      Exec().fence();
-      const double a = now_s();
-      emulate_layer(v, static_cast<std::uint64_t>(r), reps);
-      Exec().fence();
-      t.push_back(now_s() - a);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  };
-  const double t0 = time(0), t16 = time(16);
-  double c[2] = {t0 / n, std::max(1e-12, (t16 - t0) / (16.0 * n))}, g[2];
-  // The slowest rank's costs, so every rank emulates the same times.
-  allreduce_or_abort(c, g, 2, MPI_DOUBLE, MPI_MAX, comm, program,
-                     "the kernel calibration's allreduce", collective_timeout_s);
-  return {g[0], g[1]};
-}
-
-/// Reps per element so that layer l's kernel lasts about target_s.
-std::vector<int> layer_reps(const std::vector<omgs::LayerSpec>& layers, const KernelCost& cost,
-                            double scale) {
-  std::vector<int> reps;
-  for (const omgs::LayerSpec& l : layers) {
-    const double n = static_cast<double>(l.numel);
-    const double extra = l.backward_s * scale - n * cost.fill_s;
-    reps.push_back(extra > 0 ? static_cast<int>(std::min(1e7, extra / (n * cost.rep_s))) : 0);
-  }
-  return reps;
-}
-
-std::uint64_t seed_of(int rank, int iteration, std::size_t layer) {
-  return (static_cast<std::uint64_t>(rank) << 48) ^ (static_cast<std::uint64_t>(iteration) << 24) ^
-         (static_cast<std::uint64_t>(layer) * 1000003ull);
-}
+using omgs_train::seed_of;
 
 // ---------------------------------------------------------------------------------------
 // Methods
@@ -290,11 +239,12 @@ void fail_iteration(omgs::Status s, const std::string& error, const std::string&
 }
 
 Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
-                const std::vector<int>& reps, const std::string& planner, int rank) {
+                const std::vector<int>& reps, const std::string& planner, const std::string& perf,
+                int rank) {
   omgs::RuntimeOptions opt;
   opt.density = args.density;
   opt.planner = omgs::parse_planner(planner);
-  opt.perf_model = args.perf;
+  opt.perf_model = perf;
   if (!args.trace.empty()) opt.trace_path = args.trace + "." + planner + ".%r.json";
   omgs::Runtime rt(MPI_COMM_WORLD, layers, opt);
   Result r;
@@ -332,64 +282,6 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   return r;
 }
 
-Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
-                 const std::vector<int>& reps, int rank) {
-  const std::size_t L = layers.size();
-  std::vector<std::size_t> offset(L + 1, 0);
-  for (std::size_t l = 0; l < L; ++l) offset[l + 1] = offset[l] + layers[l].numel;
-  omgs::GradientView grad("omgs_train::dense", offset[L]);
-  // MPI works on host memory here (no assumption of GPU-aware MPI).
-  auto host = Kokkos::create_mirror_view(grad);
-  std::vector<MPI_Request> req(L, MPI_REQUEST_NULL);
-  std::vector<int> indices(L);
-  Result r;
-  r.method = "dense";
-  r.groups = L;
-  r.note = "MPI_Iallreduce per layer";
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  for (int it = 0; it < args.warmup + args.iterations; ++it) {
-    barrier_or_abort(MPI_COMM_WORLD, program, "the dense baseline's barrier", collective_timeout_s);
-    const double t0 = now_s();
-    for (std::size_t l = L; l-- > 0;) {
-      const auto range = std::make_pair(offset[l], offset[l + 1]);
-      emulate_layer(Kokkos::subview(grad, range), seed_of(rank, it, l), reps[l]);
-      Kokkos::deep_copy(Kokkos::subview(host, range), Kokkos::subview(grad, range));
-      MPI_Iallreduce(MPI_IN_PLACE, host.data() + offset[l], static_cast<int>(layers[l].numel),
-                     MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[l]);
-      // Give MPI a chance to progress the collectives already posted. (MPI_Testsome:
-      // MPICH 4.0's MPI_Testall asserts on a mix of collective and null requests.)
-      int done = 0;
-      MPI_Testsome(static_cast<int>(L), req.data(), &done, indices.data(), MPI_STATUSES_IGNORE);
-    }
-    const double t1 = now_s();
-    wait_or_abort(static_cast<int>(L), req.data(), MPI_COMM_WORLD, program,
-                  "the dense baseline's MPI_Iallreduce", collective_timeout_s);
-    const float inv = 1.0f / static_cast<float>(size);
-    for (std::size_t i = 0; i < offset[L]; ++i) host(i) *= inv;
-    Kokkos::deep_copy(grad, host);
-    if (it == 0 && rank == args.test_leave) {  // fault injection: this rank leaves
-      std::fprintf(stderr, "%s: rank %d: leaving the job (--test-leave)\n", program, rank);
-      MPI_Finalize();
-      std::_Exit(0);
-    }
-    const double t2 = now_s();
-    const double iter = max_over_ranks(MPI_COMM_WORLD, t2 - t0);
-    const double wait = max_over_ranks(MPI_COMM_WORLD, t2 - t1);
-    const bool timed = it >= args.warmup;
-    if (timed) {
-      r.iteration_s += iter / args.iterations;
-      r.not_hidden_s += wait / args.iterations;
-      r.bytes_per_iter += 4.0 * static_cast<double>(offset[L]) / args.iterations;
-    }
-    if (!args.quiet && rank == 0)
-      std::printf("[%-9s] %s %3d/%d: %.4f s  (waited %.4f s)\n", "dense",
-                  timed ? "iteration" : "warm-up  ", timed ? it - args.warmup + 1 : it + 1,
-                  timed ? args.iterations : args.warmup, iter, wait);
-  }
-  return r;
-}
-
 std::string bytes_text(double b) {
   char buf[32];
   if (b >= 1e9)
@@ -401,6 +293,116 @@ std::string bytes_text(double b) {
   return buf;
 }
 
+/// A dense run (bucketed, or per layer when bucket_mb == 0); `averaged` gets the last
+/// iteration's averaged gradient.
+Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
+                 const std::vector<int>& reps, double bucket_mb, int rank,
+                 std::vector<float>& averaged) {
+  std::vector<std::uint64_t> numel;
+  for (const omgs::LayerSpec& l : layers) numel.push_back(l.numel);
+  const std::vector<omgs_examples::Bucket> buckets =
+      omgs_examples::make_buckets(numel, bucket_mb * 1e6);
+  std::uint64_t biggest = 0;  // elements of the largest bucket: what the variant is timed on
+  for (const omgs_examples::Bucket& b : buckets) {
+    std::uint64_t n = 0;
+    for (std::size_t l = b.begin; l < b.end; ++l) n += numel[l];
+    biggest = std::max(biggest, n);
+  }
+  const omgs_examples::AllreduceVariant variant =
+      omgs_examples::choose_allreduce(MPI_COMM_WORLD, biggest, 3);
+  omgs_examples::DenseExchange ex(MPI_COMM_WORLD, numel, buckets, variant);
+  Result r;
+  r.method = bucket_mb > 0 ? "dense-bucket" : "dense-layer";
+  r.groups = buckets.size();
+  r.note = variant.describe();
+  if (bucket_mb > 0) r.note += ", " + bytes_text(bucket_mb * 1e6) + " buckets";
+  for (int it = 0; it < args.warmup + args.iterations; ++it) {
+    const omgs_examples::DenseIteration d =
+        ex.iterate([&](std::size_t l, const omgs::GradientView& slot) {
+          emulate_layer(slot, seed_of(rank, it, l), reps[l]);
+        });
+    if (it == 0 && rank == args.test_leave) {  // fault injection: this rank leaves
+      std::fprintf(stderr, "%s: rank %d: leaving the job (--test-leave)\n", program, rank);
+      MPI_Finalize();
+      std::_Exit(0);
+    }
+    const double iter = max_over_ranks(MPI_COMM_WORLD, d.iteration_s);
+    const double wait = max_over_ranks(MPI_COMM_WORLD, d.wait_s);
+    const bool timed = it >= args.warmup;
+    if (timed) {
+      r.iteration_s += iter / args.iterations;
+      r.not_hidden_s += wait / args.iterations;
+      r.bytes_per_iter += 4.0 * static_cast<double>(ex.averaged().size()) / args.iterations;
+    }
+    if (!args.quiet && rank == 0)
+      std::printf("[%-12s] %s %3d/%d: %.4f s  (waited %.4f s)\n", r.method.c_str(),
+                  timed ? "iteration" : "warm-up  ", timed ? it - args.warmup + 1 : it + 1,
+                  timed ? args.iterations : args.warmup, iter, wait);
+  }
+  averaged = ex.averaged();
+  return r;
+}
+
+/// The job's one performance model: with --perf calibrate, calibrated here (repeated,
+/// medians) and written to a file of this rank's; otherwise --perf itself. Every plan of
+/// the job uses the returned spec; `temp` is set when it is a file to remove.
+std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>& layers, int rank,
+                           bool& temp) {
+  temp = false;
+  if (args.perf != "calibrate") return args.perf;
+  const omgs_examples::SharedModel m =
+      omgs_examples::calibrate_shared(MPI_COMM_WORLD, layers, args.density, args.calibrations);
+  if (rank == 0) {
+    std::printf(
+        "calibration x%d (%.2f s), min / median / max over runs; the plans use the\n"
+        "medians rounded to 2 digits: %s\n",
+        args.calibrations, m.seconds, m.model.describe().c_str());
+    const std::pair<const char*, omgs_examples::Spread> rows[] = {
+        {"topk c0_s", m.c0},
+        {"topk c1_s", m.c1},
+        {"allgather alpha_s", m.alpha},
+        {"allgather beta_s_per_byte", m.beta}};
+    for (const auto& [name, sp] : rows)
+      std::printf("  %-26s %10.3e %10.3e %10.3e\n", name, sp.min, sp.median, sp.max);
+    if (!args.save_perf.empty()) m.model.save(args.save_perf);
+    std::printf("\n");
+  }
+  temp = true;
+  return omgs_examples::write_job_model(MPI_COMM_WORLD, m.model);
+}
+
+/// The dense rows must average to the same gradient: bucketing changes the calls, not the sum.
+bool dense_results_agree(const std::vector<float>& bucketed, const std::vector<float>& per_layer,
+                         int rank) {
+  double d = omgs_examples::max_relative_difference(per_layer, bucketed);
+  d = max_over_ranks(MPI_COMM_WORLD, d);
+  const bool ok = d <= 1e-5;
+  if (rank == 0)
+    std::printf(
+        "dense check: dense-bucket and dense-layer averaged gradients %s (max relative "
+        "difference %.3g over %zu elements)\n",
+        ok ? "agree" : "DIFFER", d, per_layer.size());
+  return ok;
+}
+
+void print_table(const Args& args, const std::vector<Result>& results) {
+  const double dense = args.dense ? results[0].iteration_s : 0;
+  std::printf("\n%d timed iterations each (after %d warm-up), slowest rank, means:\n",
+              args.iterations, args.warmup);
+  std::printf(
+      "  method        groups  iteration_s  not_hidden_comm_s  sparsify_s  sent/rank/iter  "
+      "predicted_s  speedup_vs_dense  allreduce\n");
+  for (const Result& r : results) {
+    char pred[16] = "-", speed[16] = "-";
+    if (r.predicted_s >= 0) std::snprintf(pred, sizeof pred, "%.4f", r.predicted_s);
+    if (dense > 0) std::snprintf(speed, sizeof speed, "%.2f", dense / r.iteration_s);
+    std::printf("  %-12s  %6zu  %11.4f  %17.4f  %10.4f  %14s  %11s  %16s  %s\n", r.method.c_str(),
+                r.groups, r.iteration_s, r.not_hidden_s, r.sparsify_s,
+                bytes_text(r.bytes_per_iter).c_str(), pred, speed,
+                r.note.empty() ? "-" : r.note.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -410,6 +412,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const Args args = parse_args(argc, argv, rank);
+  omgs_examples::job_bound = {program, collective_timeout_s};
   int status = 0;
   Kokkos::initialize(argc, argv);
   try {
@@ -423,8 +426,8 @@ int main(int argc, char** argv) {
       total += l.numel;
       backward += l.backward_s * args.backward_scale;
     }
-    const KernelCost cost = calibrate_kernel(MPI_COMM_WORLD);
-    const std::vector<int> reps = layer_reps(layers, cost, args.backward_scale);
+    const omgs_train::KernelCost cost = omgs_train::calibrate_kernel(MPI_COMM_WORLD);
+    const std::vector<int> reps = omgs_train::layer_reps(layers, cost, args.backward_scale);
     if (rank == 0) {
       std::printf("omgs-train-synthetic: %s, %zu tensors, %llu elements; P = %d, density %g\n",
                   path.c_str(), layers.size(), static_cast<unsigned long long>(total), size,
@@ -435,26 +438,21 @@ int main(int argc, char** argv) {
     }
     // A bad --perf is reported now, not after the dense baseline has run.
     if (args.perf != "calibrate") omgs::make_perf_model(args.perf)->check_workers(size);
+    bool temp = false;
+    const std::string perf = job_perf_model(args, layers, rank, temp);
     std::vector<Result> results;
-    if (args.dense) results.push_back(run_dense(args, layers, reps, rank));
-    for (const std::string& p : args.planners)
-      results.push_back(run_omgs(args, layers, reps, p, rank));
-    if (rank == 0) {
-      const double dense = args.dense ? results[0].iteration_s : 0;
-      std::printf("\n%d timed iterations each (after %d warm-up), slowest rank, means:\n",
-                  args.iterations, args.warmup);
-      std::printf(
-          "  method     groups  iteration_s  not_hidden_comm_s  sparsify_s  sent/rank/iter  "
-          "predicted_s  speedup_vs_dense\n");
-      for (const Result& r : results) {
-        char pred[16] = "-", speed[16] = "-";
-        if (r.predicted_s >= 0) std::snprintf(pred, sizeof pred, "%.4f", r.predicted_s);
-        if (dense > 0) std::snprintf(speed, sizeof speed, "%.2f", dense / r.iteration_s);
-        std::printf("  %-9s  %6zu  %11.4f  %17.4f  %10.4f  %14s  %11s  %16s\n", r.method.c_str(),
-                    r.groups, r.iteration_s, r.not_hidden_s, r.sparsify_s,
-                    bytes_text(r.bytes_per_iter).c_str(), pred, speed);
-      }
+    bool dense_ok = true;
+    if (args.dense) {
+      std::vector<float> bucketed, per_layer;
+      results.push_back(run_dense(args, layers, reps, args.bucket_mb, rank, bucketed));
+      results.push_back(run_dense(args, layers, reps, 0.0, rank, per_layer));
+      dense_ok = dense_results_agree(bucketed, per_layer, rank);
     }
+    for (const std::string& p : args.planners)
+      results.push_back(run_omgs(args, layers, reps, p, perf, rank));
+    if (temp) omgs_examples::remove_job_model(MPI_COMM_WORLD, perf);
+    if (rank == 0) print_table(args, results);
+    if (!dense_ok) status = 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "omgs-train-synthetic (rank %d): error: %s\n", rank, e.what());
     status = 1;

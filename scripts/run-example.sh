@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds omgs, then runs the example training job with 4 MPI ranks: ResNet-50's
 # 161 gradient tensors, backward emulated on the device, communicated by omgs with the
-# layerwise, single, mgs and optimal plans and by a dense MPI_Iallreduce per layer; prints
+# layerwise, single, mgs and optimal plans and densely (25 MB buckets as DDP, and per layer); prints
 # one line per iteration and the comparison table.
 #
 # Where the machine allows it (root, network namespaces) the ranks run on an emulated

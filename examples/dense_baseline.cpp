@@ -1,0 +1,163 @@
+// The examples' dense baselines (see dense_baseline.hpp).
+#include "dense_baseline.hpp"
+#include "bounded_mpi.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace omgs_examples {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+using HostFloats = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double bucket_bytes) {
+  if (numel.empty()) throw omgs::Error("dense baseline: no layers");
+  std::vector<Bucket> out;
+  std::size_t end = numel.size();
+  double bytes = 0;
+  for (std::size_t l = numel.size(); l-- > 0;) {
+    bytes += 4.0 * static_cast<double>(numel[l]);
+    if (bytes >= bucket_bytes || l == 0) {
+      out.push_back({l, end});
+      end = l;
+      bytes = 0;
+    }
+  }
+  return out;
+}
+
+std::string AllreduceVariant::describe() const {
+  return std::string("MPI_Iallreduce ") + (in_place ? "in-place" : "separate-buf") + " (" +
+         describe_allreduce_setting() + ")";
+}
+
+std::string describe_allreduce_setting() {
+  if (const char* v = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm")) {
+    const std::string s = v;
+    const char* names[] = {"auto", "ring", "binomial", "rabenseifner"};
+    const int i = std::atoi(v);
+    return "libnbc alg " + s +
+           (i >= 0 && i <= 3 && s == std::to_string(i) ? std::string("=") + names[i] : "");
+  }
+  if (const char* v = std::getenv("MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM"))
+    return std::string("mpich ") + v;
+  return "MPI's auto";
+}
+
+AllreduceVariant choose_allreduce(MPI_Comm comm, std::size_t numel, int trials, double* in_place_s,
+                                  double* separate_s) {
+  numel = std::max<std::size_t>(1, numel);
+  std::vector<float> a(numel, 1.0f), b(numel, 0.0f);
+  auto once = [&](bool in_place) {
+    barrier_or_abort(comm, "the allreduce variant measurement's barrier");
+    const double t0 = now_s();
+    MPI_Request req;
+    MPI_Iallreduce(in_place ? MPI_IN_PLACE : a.data(), in_place ? a.data() : b.data(),
+                   static_cast<int>(numel), MPI_FLOAT, MPI_SUM, comm, &req);
+    wait_or_abort(1, &req, comm, "the allreduce variant measurement");
+    return now_s() - t0;
+  };
+  once(true);
+  once(false);
+  std::vector<double> t_in, t_sep;
+  for (int r = 0; r < std::max(1, trials); ++r) {
+    t_in.push_back(once(true));
+    t_sep.push_back(once(false));
+  }
+  double m[2] = {median(t_in), median(t_sep)};
+  bcast_or_abort(m, 2, MPI_DOUBLE, 0, comm,
+                 "the allreduce variant choice");  // rank 0's measurement decides for everyone
+  if (in_place_s) *in_place_s = m[0];
+  if (separate_s) *separate_s = m[1];
+  AllreduceVariant v;
+  v.in_place = m[0] <= m[1];
+  return v;
+}
+
+DenseExchange::DenseExchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
+                             std::vector<Bucket> buckets, AllreduceVariant variant)
+    : comm_(comm), buckets_(std::move(buckets)), variant_(variant) {
+  MPI_Comm_size(comm_, &size_);
+  const std::size_t L = numel.size();
+  offset_.assign(L + 1, 0);
+  for (std::size_t l = 0; l < L; ++l) offset_[l + 1] = offset_[l] + numel[l];
+  bucket_of_begin_.assign(L, -1);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& k = buckets_[b];
+    if (k.begin >= k.end || k.end > L || offset_[k.end] - offset_[k.begin] > 2147483647u)
+      throw omgs::Error("dense baseline: bucket " + std::to_string(b) +
+                        " is empty, out of range "
+                        "or over 2^31-1 elements");
+    bucket_of_begin_[k.begin] = static_cast<int>(b);
+  }
+  grad_ = omgs::GradientView("omgs_examples::dense", offset_[L]);
+  recv_.assign(offset_[L], 0.0f);
+  if (!variant_.in_place) send_.assign(offset_[L], 0.0f);
+}
+
+DenseIteration DenseExchange::iterate(const Produce& produce) {
+  const std::size_t L = offset_.size() - 1;
+  std::vector<MPI_Request> req(buckets_.size(), MPI_REQUEST_NULL);
+  std::vector<int> indices(buckets_.size());
+  float* host = variant_.in_place ? recv_.data() : send_.data();
+  barrier_or_abort(comm_, "the dense baseline's barrier");
+  const double t0 = now_s();
+  for (std::size_t l = L; l-- > 0;) {
+    const auto range = std::make_pair(offset_[l], offset_[l + 1]);
+    produce(l, Kokkos::subview(grad_, range));
+    // MPI works on host memory here (no assumption of GPU-aware MPI).
+    Kokkos::deep_copy(HostFloats(host + offset_[l], offset_[l + 1] - offset_[l]),
+                      Kokkos::subview(grad_, range));
+    const int b = bucket_of_begin_[l];
+    if (b >= 0) {
+      const Bucket& k = buckets_[static_cast<std::size_t>(b)];
+      const std::size_t at = offset_[k.begin];
+      const int count = static_cast<int>(offset_[k.end] - at);
+      MPI_Iallreduce(variant_.in_place ? MPI_IN_PLACE : send_.data() + at, recv_.data() + at, count,
+                     MPI_FLOAT, MPI_SUM, comm_, &req[static_cast<std::size_t>(b)]);
+    }
+    // Give MPI a chance to progress the collectives already posted. (MPI_Testsome: MPICH
+    // 4.0's MPI_Testall asserts on a mix of collective and null requests.)
+    int done = 0;
+    MPI_Testsome(static_cast<int>(req.size()), req.data(), &done, indices.data(),
+                 MPI_STATUSES_IGNORE);
+  }
+  const double t1 = now_s();
+  wait_or_abort(static_cast<int>(req.size()), req.data(), comm_,
+                "the dense baseline's MPI_Iallreduce");
+  const float inv = 1.0f / static_cast<float>(size_);
+  for (float& x : recv_) x *= inv;
+  Kokkos::deep_copy(grad_, HostFloats(recv_.data(), recv_.size()));
+  const double t2 = now_s();
+  return {t2 - t0, t2 - t1};
+}
+
+double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i];
+    const double d = std::fabs(x - static_cast<double>(b[i])) / std::max(1.0, std::fabs(x));
+    if (std::isnan(d)) return std::numeric_limits<double>::infinity();
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+}  // namespace omgs_examples

@@ -1,0 +1,109 @@
+// One calibration for every plan of an example job (see shared_calibration.hpp).
+#include "shared_calibration.hpp"
+#include "bounded_mpi.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace omgs_examples {
+
+double round_significant(double v, int digits) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double e = std::floor(std::log10(std::fabs(v))) - (digits - 1);
+  const double scale = std::pow(10.0, e);
+  return std::round(v / scale) * scale;
+}
+
+Spread spread_of(std::vector<double> v) {
+  if (v.empty()) throw omgs::Error("spread_of: no values");
+  std::sort(v.begin(), v.end());
+  return {v.front(), v[(v.size() - 1) / 2], v.back()};
+}
+
+SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& layers,
+                             double density, int repeats, int digits) {
+  if (repeats < 1) throw omgs::Error("calibrate_shared: repeats must be at least 1");
+  const auto t0 = std::chrono::steady_clock::now();
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  omgs::RuntimeOptions opt;
+  opt.density = density;
+  opt.planner = omgs::Planner::layerwise;
+  opt.perf_model = "calibrate";
+  std::vector<Coefficients> runs;
+  for (int r = 0; r < repeats; ++r) {
+    omgs::Runtime rt(comm, layers, opt);
+    const auto* ab = dynamic_cast<const omgs::AlphaBetaModel*>(&rt.perf_model());
+    if (ab == nullptr || ab->allgather_table().count(size) == 0)
+      throw omgs::Error("calibrate_shared: the runtime's calibration is not an alpha-beta model");
+    const omgs::AlphaBeta& g = ab->allgather_table().at(size);
+    runs.push_back({ab->topk_c0_s(), ab->topk_c1_s(), g.alpha_s, g.beta_s_per_byte});
+  }
+  auto field = [&](double Coefficients::*f) {
+    std::vector<double> v;
+    for (const Coefficients& c : runs) v.push_back(c.*f);
+    return spread_of(v);
+  };
+  const Spread c0 = field(&Coefficients::c0), c1 = field(&Coefficients::c1);
+  const Spread alpha = field(&Coefficients::alpha), beta = field(&Coefficients::beta);
+  // Every rank holds the same values (the runtime takes the maximum over ranks); rank 0's
+  // are broadcast anyway so that the model is identical to the bit.
+  double m[4] = {round_significant(c0.median, digits), round_significant(c1.median, digits),
+                 round_significant(alpha.median, digits), round_significant(beta.median, digits)};
+  bcast_or_abort(m, 4, MPI_DOUBLE, 0, comm, "the calibrated model's broadcast");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {omgs::AlphaBetaModel(omgs::TopkForm::linear, m[0], m[1],
+                               std::map<int, omgs::AlphaBeta>{{size, {m[2], m[3]}}}),
+          runs,
+          c0,
+          c1,
+          alpha,
+          beta,
+          seconds};
+}
+
+std::string write_job_model(MPI_Comm comm, const omgs::AlphaBetaModel& model) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  char name[4096] = {0};
+  std::string err;
+  if (rank == 0) {
+    const char* dir = std::getenv("TMPDIR");
+    std::string path = std::string(dir && *dir ? dir : "/tmp") + "/omgs-perf-XXXXXX";
+    const int fd = mkstemp(path.data());
+    if (fd < 0 || path.size() >= sizeof name) {
+      err = "cannot create a temporary model file like '" + path + "'";
+    } else {
+      close(fd);
+      model.save(path);
+      std::snprintf(name, sizeof name, "%s", path.c_str());
+    }
+  }
+  bcast_or_abort(name, sizeof name, MPI_CHAR, 0, comm, "the model file name's broadcast");
+  if (name[0] == '\0') throw omgs::Error(rank == 0 ? err : "rank 0 could not write the model");
+  barrier_or_abort(comm, "the model file's barrier");  // rank 0's file is complete
+  // Where rank 0's file is not visible (no shared file system), this rank writes its own copy.
+  const std::string text = model.to_json();
+  std::ifstream in(name, std::ios::binary);
+  std::ostringstream have;
+  if (in) have << in.rdbuf();
+  if (rank != 0 && have.str() != text) model.save(name);
+  barrier_or_abort(comm, "the model file's barrier");
+  return name;
+}
+
+void remove_job_model(MPI_Comm comm, const std::string& path) {
+  barrier_or_abort(comm, "the model file's barrier");  // every rank is done with it
+  std::remove(path.c_str());  // on a shared file system only the first succeeds
+}
+
+}  // namespace omgs_examples

@@ -1,0 +1,55 @@
+// One performance model for every plan of an example job, so that predicted times are
+// comparable across rows and plans do not move with calibration noise.
+//
+// The runtime's calibration (top-k on this device, allgather on this communicator; the
+// maximum over ranks) is repeated `repeats` times; each coefficient is the median over
+// the repeats, rounded to `digits` significant digits, so that the noise left in the
+// median does not change the model (and hence the plan) from run to run. The planners
+// themselves are untouched: for a given model they plan exactly as before.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include <omgs/omgs.hpp>
+
+namespace omgs_examples {
+
+/// The fitted coefficients of one calibration: top-k c0 + c1 * n, allgather alpha + beta * bytes.
+struct Coefficients {
+  double c0 = 0, c1 = 0, alpha = 0, beta = 0;
+};
+
+struct Spread {
+  double min = 0, median = 0, max = 0;
+};
+
+struct SharedModel {
+  omgs::AlphaBetaModel model;  ///< identical on every rank
+  std::vector<Coefficients> runs;
+  Spread c0, c1, alpha, beta;
+  double seconds = 0;  ///< all calibrations together
+};
+
+/// Rounds v to `digits` significant decimal digits (0 stays 0).
+double round_significant(double v, int digits);
+
+/// min / median (the lower middle of an even count) / max. Throws omgs::Error when empty.
+Spread spread_of(std::vector<double> v);
+
+/// Calibrates `repeats` times on comm (collective; each is a layer-wise omgs::Runtime with
+/// perf_model "calibrate") and forms the model from the rounded medians.
+SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& layers,
+                             double density, int repeats, int digits = 2);
+
+/// Writes the model to one temporary file (TMPDIR or /tmp) named by rank 0, under the same
+/// path on every rank (the runtime checks that ranks agree on perf_model); a rank that does
+/// not see rank 0's file writes the same text there. Collective; returns the path.
+std::string write_job_model(MPI_Comm comm, const omgs::AlphaBetaModel& model);
+
+/// Removes that file once every rank is done with it. Collective.
+void remove_job_model(MPI_Comm comm, const std::string& path);
+
+}  // namespace omgs_examples
