@@ -34,10 +34,13 @@ void RuntimeImpl::check_sizes() const {
   if (std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     const double physical = pages > 0 && page > 0 ? static_cast<double>(pages) * page : 0.0;
-    if (physical > 0 && bytes > physical)
+    // Every rank of the communicator on this node holds the same buffers.
+    const double node_bytes = bytes * node_ranks;
+    if (physical > 0 && node_bytes > physical)
       throw Error("omgs: the runtime's buffers for " + std::to_string(total) +
-                  " gradient elements need " + std::to_string(bytes / 1e9) +
-                  " GB on this rank, more than this node's physical memory (" +
+                  " gradient elements need " + std::to_string(bytes / 1e9) + " GB per rank, " +
+                  std::to_string(node_bytes / 1e9) + " GB for the " + std::to_string(node_ranks) +
+                  " ranks on this node: more than its physical memory (" +
                   std::to_string(physical / 1e9) + " GB)");
   }
 }

@@ -26,6 +26,7 @@ struct SetupState {
   std::unique_ptr<OwnedComm> owned_comm;  // freed last, after the engine's
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1;
+  int node_ranks = 1;  // ranks of comm on this node (the memory check counts them all)
   std::vector<LayerSpec> layers;
   RuntimeOptions options;
   bool measuring = false;  // backward times measured (at construction: agreed by all ranks)

@@ -87,6 +87,7 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
   check_agreement();
   make_model();
   build_initial_plan();
+  node_ranks = ranks_on_node(comm);
   // A rank that cannot allocate must not leave the others in the engine's collectives.
   std::string err;
   try {

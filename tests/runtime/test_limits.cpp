@@ -1,6 +1,7 @@
 // Sizes the runtime cannot serve fail at construction, on every rank, with a message that
 // names the group or the memory needed, before any allocation is attempted.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -24,8 +25,29 @@ TEST_CASE("a group beyond 32-bit indices is named; a model beyond memory is refu
   opt.planner = omgs::Planner::layerwise;
   if (std::is_same<omgs::DeviceMemory, Kokkos::HostSpace>::value) {
     CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, huge, opt),
-                      Catch::Contains("more than this node's physical memory"));
+                      Catch::Contains("more than its physical memory"));
   }
+}
+
+TEST_CASE("the memory check counts every rank on the node", "[runtime][limits]") {
+  if (!std::is_same<omgs::DeviceMemory, Kokkos::HostSpace>::value) return;
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int on_node = 1;
+  MPI_Comm_size(node, &on_node);
+  MPI_Comm_free(&node);
+  if (on_node < 2) return;  // one rank per node: the per-rank check above covers it
+  // Buffers of about 3/4 of physical memory per rank: one rank would fit, two do not. The
+  // check refuses before allocating anything.
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  const auto numel = static_cast<std::uint64_t>(0.75 * physical / 12.0 / 16.0);
+  std::vector<omgs::LayerSpec> layers;
+  for (int i = 0; i < 16; ++i) layers.push_back({"w" + std::to_string(i), numel, 1e-3});
+  omgs::RuntimeOptions opt;
+  opt.perf_model = "reference";
+  opt.planner = omgs::Planner::layerwise;
+  CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, layers, opt),
+                    Catch::Contains("ranks on this node: more than its physical memory"));
 }
 
 TEST_CASE("density so small that k would be 0 sends one entry per group", "[runtime][limits]") {
