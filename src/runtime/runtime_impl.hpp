@@ -133,6 +133,10 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState {
   void check_plan();
   void build_initial_plan();
   void stop_at_finalize();
+  Status stopped_at_finalize() {  // every call after MPI_Finalize
+    return fail(Status::comm_failed,
+                "omgs: MPI_Finalize was called: the runtime was stopped; only destroy it");
+  }
   void write_trace_file() noexcept;
   // calibration.cpp
   void calibrate();

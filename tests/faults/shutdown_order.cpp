@@ -93,6 +93,13 @@ int main(int argc, char** argv) {
     rt.reset();
   } else {
     MPI_Finalize();
+    // Calls after MPI_Finalize make no MPI call: they fail with a message.
+    if (rt->ready(0) != omgs::Status::comm_failed ||
+        rt->finish().status != omgs::Status::comm_failed ||
+        rt->last_error().find("MPI_Finalize was called") == std::string::npos) {
+      std::printf("error: a call after MPI_Finalize did not fail with a message\n");
+      return 1;
+    }
     rt.reset();
     Kokkos::finalize();
   }
