@@ -129,7 +129,7 @@ RuntimeImpl::~RuntimeImpl() {
   if (mpi_finalized())
     std::fprintf(stderr,
                  "omgs: warning: Runtime destroyed after MPI_Finalize; its progress thread was "
-                 "stopped at MPI_Finalize (destroy the Runtime before MPI_Finalize)\n");
+                 "stopped at MPI_Finalize; destroy the Runtime before MPI_Finalize\n");
   else
     finalize_hook.reset();
   engine.reset();  // stops the thread, frees its communicators, before ours
@@ -138,7 +138,7 @@ RuntimeImpl::~RuntimeImpl() {
     // Freeing a Kokkos view after Kokkos::finalize crashes: keep them, on purpose.
     std::fprintf(stderr,
                  "omgs: warning: Runtime destroyed after Kokkos::finalize; its Kokkos views are "
-                 "leaked on purpose (destroy the Runtime before Kokkos::finalize)\n");
+                 "leaked on purpose - destroy the Runtime before Kokkos::finalize\n");
     (void)new BufferState(std::move(static_cast<BufferState&>(*this)));
   }
 }
