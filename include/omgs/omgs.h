@@ -68,6 +68,7 @@ typedef struct omgs_options {
   int abort_on_timeout;      /* nonzero: MPI_Abort with the watchdog's report */
   int profile_iterations;    /* default 5 */
   const char* trace_path;    /* Chrome trace JSON, "%r" -> rank; NULL or "": none */
+  double shutdown_timeout_s; /* bound of the shutdown drain, e.g. after a fault (default 5) */
 } omgs_options;
 
 typedef struct omgs_iteration_stats {

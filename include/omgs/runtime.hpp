@@ -58,11 +58,16 @@ struct RuntimeOptions {
   GpuAwareMpi gpu_aware = GpuAwareMpi::automatic;  ///< OMGS_GPU_AWARE_MPI wins
   bool force_inline_progress = false;              ///< no progress thread; finish() drives MPI
   /// Honour the OMGS_* environment variables (they win over these options):
-  /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT.
+  /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT,
+  /// OMGS_SHUTDOWN_TIMEOUT_S.
   bool read_environment = true;
   /// The watchdog: finish() waits this long for a group, then asks every rank how far it
-  /// got and reports which ranks have not posted the group (see on_timeout).
+  /// got and reports which ranks have not posted the group (see on_timeout). It also bounds
+  /// the constructor's first agreement (every rank must arrive within it).
   double wait_timeout_s = 300.0;
+  /// How long destruction (or MPI_Finalize) lets in-flight collectives finish, e.g. after
+  /// comm_failed, before giving up with a message (their buffers are then leaked).
+  double shutdown_timeout_s = 5.0;
   TimeoutAction on_timeout = TimeoutAction::report;
   double watchdog_query_s = 1.0;  ///< how long the watchdog waits for the ranks' answers
 

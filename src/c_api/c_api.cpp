@@ -84,6 +84,7 @@ void omgs_options_init(omgs_options* o) {
   o->abort_on_timeout = 0;
   o->profile_iterations = d.profile_iterations;
   o->trace_path = nullptr;
+  o->shutdown_timeout_s = d.shutdown_timeout_s;
 }
 
 int omgs_kokkos_initialize(int* argc, char*** argv) {
@@ -135,6 +136,7 @@ int omgs_create(MPI_Comm comm, const omgs_layer* layers, size_t num_layers,
             options->abort_on_timeout ? omgs::TimeoutAction::abort : omgs::TimeoutAction::report;
         opt.profile_iterations = options->profile_iterations;
         if (options->trace_path != nullptr) opt.trace_path = options->trace_path;
+        opt.shutdown_timeout_s = options->shutdown_timeout_s;
       }
     } catch (const omgs::Error& e) {
       local_error = e.what();

@@ -2,7 +2,9 @@
 #include "comm/collectives.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include <omgs/error.hpp>
 
@@ -31,9 +33,60 @@ OwnedComm::OwnedComm(MPI_Comm comm, bool errors_return) {
   MPI_Comm_size(comm_, &size_);
 }
 
+OwnedComm::OwnedComm(MPI_Comm comm, double timeout_s, const std::string& who) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Comm_idup(comm, &comm_, &req);
+  const auto deadline = deadline_after(timeout_s);
+  for (int done = 0;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    if (Clock::now() > deadline) {
+      // The request cannot be cancelled (it is a collective): it is left pending and the
+      // communicator handle is not ours; the caller ends the job (MPI_Abort).
+      comm_ = MPI_COMM_NULL;
+      int size = 0;
+      MPI_Comm_size(comm, &size);
+      throw Error(who + ": the " + std::to_string(size) +
+                  " ranks of the communicator did not all arrive within " +
+                  std::to_string(timeout_s) +
+                  " s (OMGS_TIMEOUT_S / wait_timeout_s): some rank never constructed it; end "
+                  "the job (MPI_Abort)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
 OwnedComm::~OwnedComm() {
   // Legal with pending operations: they complete normally.
   if (comm_ != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm_);
+}
+
+FinalizeHook::FinalizeHook(std::function<void()> on_finalize) : fn_(std::move(on_finalize)) {
+  MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &FinalizeHook::on_delete, &keyval_, this);
+  MPI_Comm_set_attr(MPI_COMM_SELF, keyval_, this);
+}
+
+FinalizeHook::~FinalizeHook() {
+  fn_ = nullptr;  // deleting the attribute below calls on_delete: it must do nothing
+  if (keyval_ == MPI_KEYVAL_INVALID || mpi_finalized()) return;
+  MPI_Comm_delete_attr(MPI_COMM_SELF, keyval_);
+  MPI_Comm_free_keyval(&keyval_);
+}
+
+int FinalizeHook::on_delete(MPI_Comm, int, void*, void* extra) noexcept {
+  auto* self = static_cast<FinalizeHook*>(extra);
+  if (self->fn_) {
+    auto fn = std::move(self->fn_);
+    self->fn_ = nullptr;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "omgs: warning: at MPI_Finalize: %s\n", e.what());
+    }
+  }
+  return MPI_SUCCESS;
 }
 
 void agree_on_error(MPI_Comm comm, const std::string& local_error, const std::string& who) {

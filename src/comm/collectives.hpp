@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ class OwnedComm {
   OwnedComm() = default;
   /// Collective over `comm`. With errors_return the duplicate returns MPI errors as codes.
   explicit OwnedComm(MPI_Comm comm, bool errors_return = false);
+  /// Collective and bounded: a non-blocking duplicate (MPI_Comm_idup) waited for at most
+  /// `timeout_s`; past it throws omgs::Error "<who>: ... did not all arrive within X s".
+  OwnedComm(MPI_Comm comm, double timeout_s, const std::string& who);
   ~OwnedComm();
   OwnedComm(const OwnedComm&) = delete;
   OwnedComm& operator=(const OwnedComm&) = delete;
@@ -34,6 +38,21 @@ class OwnedComm {
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+};
+
+/// Runs `on_finalize` at the start of MPI_Finalize (MPI deletes the attributes of
+/// MPI_COMM_SELF first, while MPI is still usable), unless destroyed before.
+class FinalizeHook {
+ public:
+  explicit FinalizeHook(std::function<void()> on_finalize);
+  ~FinalizeHook();
+  FinalizeHook(const FinalizeHook&) = delete;
+  FinalizeHook& operator=(const FinalizeHook&) = delete;
+
+ private:
+  static int on_delete(MPI_Comm, int, void*, void* extra) noexcept;
+  std::function<void()> fn_;
+  int keyval_ = MPI_KEYVAL_INVALID;
 };
 
 /// Collective: every rank passes its own verdict ("" for none). If any rank failed, every

@@ -127,6 +127,7 @@ void RuntimeImpl::start_engine() {
   po.pin = options.progress_pin;
   po.gpu_aware = options.gpu_aware;
   po.wait_timeout_s = options.wait_timeout_s;
+  po.shutdown_timeout_s = options.shutdown_timeout_s;
   po.read_environment = false;  // the runtime applied (and checked) the environment
   if (!std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {
     po.buffer_space = MemorySpace::device;

@@ -287,6 +287,7 @@ void Runtime::begin_backward() noexcept {
 Status Runtime::ready(std::size_t l) noexcept {
   detail::CallGuard guard(impl_->in_call);
   if (!guard.ok) return Status::concurrent_call;
+  if (!impl_->engine) return impl_->stopped_at_finalize();
   return impl_->ready(l);
 }
 
@@ -294,6 +295,7 @@ Status Runtime::ready(std::size_t l, const ConstGradientView& grad) noexcept {
   auto& s = *impl_;
   detail::CallGuard guard(s.in_call);
   if (!guard.ok) return Status::concurrent_call;
+  if (!s.engine) return s.stopped_at_finalize();
   if (l >= s.layers.size()) return s.ready(l);
   if (grad.extent(0) != s.layers[l].numel)
     return s.fail(Status::shape_mismatch,
@@ -310,6 +312,11 @@ IterationStats Runtime::finish() noexcept {
   if (!guard.ok) {
     IterationStats r;
     r.status = Status::concurrent_call;
+    return r;
+  }
+  if (!impl_->engine) {
+    IterationStats r;
+    r.status = impl_->stopped_at_finalize();
     return r;
   }
   return impl_->finish();
@@ -343,10 +350,10 @@ const IterationStats& Runtime::last_stats() const noexcept {
   return impl_->stats;
 }
 RuntimeStats Runtime::stats() const {
-  return {impl_->stats, impl_->measured, impl_->engine->stats()};
+  return {impl_->stats, impl_->measured, progress_stats()};
 }
 ProgressStats Runtime::progress_stats() const {
-  return impl_->engine->stats();
+  return impl_->engine ? impl_->engine->stats() : ProgressStats{};
 }
 std::size_t Runtime::group_k(std::size_t g) const {
   return impl_->group_k.at(g);

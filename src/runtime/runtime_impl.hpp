@@ -23,7 +23,8 @@ constexpr double nan_s = std::numeric_limits<double>::quiet_NaN();
 /// Set once by the constructor (setup.cpp, calibration.cpp); only the replan replaces the
 /// layers' backward times.
 struct SetupState {
-  std::unique_ptr<OwnedComm> owned_comm;  // freed last, after the engine's
+  std::unique_ptr<OwnedComm> owned_comm;        // freed last, after the engine's
+  std::unique_ptr<FinalizeHook> finalize_hook;  // stop_at_finalize() at MPI_Finalize
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1;
   int node_ranks = 1;  // ranks of comm on this node (the memory check counts them all)
@@ -132,6 +133,12 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState {
   void make_model();
   void check_plan();
   void build_initial_plan();
+  void stop_at_finalize();
+  Status stopped_at_finalize() {  // every call after MPI_Finalize
+    return fail(Status::comm_failed,
+                "omgs: MPI_Finalize was called: the runtime was stopped; only destroy it");
+  }
+  void write_trace_file() noexcept;
   // calibration.cpp
   void calibrate();
   // buffers.cpp: sizes, allocation, group ranges and labels, engine start.

@@ -35,6 +35,17 @@ std::uint64_t double_bits(double d) {
   return u;
 }
 
+/// A positive number of seconds from environment variable `name`, if set; throws naming it.
+void read_seconds(const char* name, double& seconds) {
+  const char* v = env_value(name);
+  if (v == nullptr) return;
+  char* end = nullptr;
+  const double t = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !std::isfinite(t) || !(t > 0))
+    throw Error(std::string("omgs: ") + name + "='" + v + "' is not a positive number of seconds");
+  seconds = t;
+}
+
 /// Applies the OMGS_* environment variables to the options (they win), and checks every
 /// value; throws omgs::Error naming the variable.
 void apply_environment(RuntimeOptions& o) {
@@ -42,14 +53,8 @@ void apply_environment(RuntimeOptions& o) {
   std::string pin_source;
   apply_progress_environment(o.progress_pin, o.gpu_aware, pin_source);
   if (const char* v = env_value("OMGS_TRACE")) o.trace_path = v;
-  if (const char* v = env_value("OMGS_TIMEOUT_S")) {
-    char* end = nullptr;
-    const double t = std::strtod(v, &end);
-    if (end == v || *end != '\0' || !std::isfinite(t) || !(t > 0))
-      throw Error(std::string("omgs: OMGS_TIMEOUT_S='") + v +
-                  "' is not a positive number of seconds");
-    o.wait_timeout_s = t;
-  }
+  read_seconds("OMGS_TIMEOUT_S", o.wait_timeout_s);
+  read_seconds("OMGS_SHUTDOWN_TIMEOUT_S", o.shutdown_timeout_s);
   if (const char* v = env_value("OMGS_ON_TIMEOUT")) {
     const std::string a = v;
     if (a == "report")
@@ -69,11 +74,27 @@ MPI_Comm checked_comm(MPI_Comm comm) {
   return comm;
 }
 
+/// The bound of the first agreement: wait_timeout_s after the environment, or its default
+/// if the options are invalid (that is reported once every rank has arrived).
+double arrival_timeout_s(const RuntimeOptions& options) {
+  RuntimeOptions o = options;
+  try {
+    apply_environment(o);
+  } catch (const Error&) {
+    o = options;
+  }
+  return o.wait_timeout_s > 0 && std::isfinite(o.wait_timeout_s) ? o.wait_timeout_s
+                                                                 : RuntimeOptions{}.wait_timeout_s;
+}
+
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
                          RuntimeOptions user_options) {
-  owned_comm = std::make_unique<OwnedComm>(checked_comm(user_comm));
+  // The first collective is bounded: a rank that never constructs the runtime makes the
+  // others throw instead of waiting forever.
+  owned_comm = std::make_unique<OwnedComm>(checked_comm(user_comm), arrival_timeout_s(user_options),
+                                           "omgs::Runtime");
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::init"));
   comm = owned_comm->get();
   rank = owned_comm->rank();
@@ -99,19 +120,44 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
   }
   agree_on_error(comm, err, "omgs");
   start_engine();
+  finalize_hook = std::make_unique<FinalizeHook>([this] { stop_at_finalize(); });
   if (!trace_path.empty())  // from now on the destructor writes it
     trace_.start(trace_path, std::max<std::size_t>(options.trace_max_events, 1));
   Kokkos::Profiling::popRegion();
 }
 
 RuntimeImpl::~RuntimeImpl() {
+  if (mpi_finalized())
+    std::fprintf(stderr,
+                 "omgs: warning: Runtime destroyed after MPI_Finalize; its progress thread was "
+                 "stopped at MPI_Finalize; destroy the Runtime before MPI_Finalize\n");
+  else
+    finalize_hook.reset();
   engine.reset();  // stops the thread, frees its communicators, before ours
-  if (!trace_.path().empty()) {
-    try {
-      trace_.write(trace_.path(), rank, size, plan.groups.size());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "omgs: warning: %s\n", e.what());
-    }
+  write_trace_file();
+  if (!Kokkos::is_initialized()) {
+    // Freeing a Kokkos view after Kokkos::finalize crashes: keep them, on purpose.
+    std::fprintf(stderr,
+                 "omgs: warning: Runtime destroyed after Kokkos::finalize; its Kokkos views are "
+                 "leaked on purpose - destroy the Runtime before Kokkos::finalize\n");
+    (void)new BufferState(std::move(static_cast<BufferState&>(*this)));
+  }
+}
+
+/// At the start of MPI_Finalize with the runtime alive: the progress thread stops and every
+/// communicator is freed, so no MPI call is made afterwards (the destructor only warns).
+void RuntimeImpl::stop_at_finalize() {
+  engine.reset();
+  owned_comm.reset();
+  comm = MPI_COMM_NULL;
+}
+
+void RuntimeImpl::write_trace_file() noexcept {
+  if (trace_.path().empty()) return;
+  try {
+    trace_.write(trace_.path(), rank, size, plan.groups.size());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "omgs: warning: %s\n", e.what());
   }
 }
 
@@ -126,6 +172,8 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
       throw Error("omgs: the threshold planner needs threshold_numel > 0");
     if (!(options.wait_timeout_s > 0) || !std::isfinite(options.wait_timeout_s))
       throw Error("omgs: wait_timeout_s must be a positive number of seconds");
+    if (!(options.shutdown_timeout_s > 0) || !std::isfinite(options.shutdown_timeout_s))
+      throw Error("omgs: shutdown_timeout_s must be a positive number of seconds");
     if (!(options.watchdog_query_s > 0) || !std::isfinite(options.watchdog_query_s))
       throw Error("omgs: watchdog_query_s must be a positive number of seconds");
     bool all_zero = true;

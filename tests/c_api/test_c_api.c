@@ -31,8 +31,15 @@ int main(int argc, char** argv) {
 
   omgs_layer layers[3] = {{"embed", 1000, 1e-4}, {"hidden", 300, 1e-4}, {"out", 10, 1e-5}};
   omgs_options opt;
+  omgs_runtime* rt_probe = NULL;
   omgs_options_init(&opt);
   EXPECT(opt.density > 0 && strcmp(opt.planner, "mgs") == 0);
+  EXPECT(opt.shutdown_timeout_s == 5.0);
+  /* A bad shutdown bound is refused on every rank. */
+  opt.shutdown_timeout_s = rank == 0 ? -1.0 : 5.0;
+  EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt_probe) == OMGS_ERROR_SETUP);
+  EXPECT(rank != 0 || strstr(omgs_last_error(NULL), "shutdown_timeout_s") != NULL);
+  opt.shutdown_timeout_s = 5.0;
 
   /* Set-up errors: a bad planner on the last rank fails every rank, with a message. */
   omgs_runtime* rt = NULL;

@@ -238,6 +238,7 @@ TEST_CASE("bad OMGS_* environment values on one rank fail every rank with their 
   const Case cases[] = {{"OMGS_TIMEOUT_S", "soon", "OMGS_TIMEOUT_S='soon'"},
                         {"OMGS_TIMEOUT_S", "-1", "OMGS_TIMEOUT_S='-1'"},
                         {"OMGS_ON_TIMEOUT", "retry", "OMGS_ON_TIMEOUT='retry'"},
+                        {"OMGS_SHUTDOWN_TIMEOUT_S", "0", "OMGS_SHUTDOWN_TIMEOUT_S='0'"},
                         {"OMGS_PROGRESS_CPU", "first", "OMGS_PROGRESS_CPU"},
                         {"OMGS_GPU_AWARE_MPI", "maybe", "OMGS_GPU_AWARE_MPI"},
                         {"OMGS_TRACE", "/nonexistent-dir/t.json", "cannot write the trace file"}};
