@@ -50,6 +50,29 @@ std::vector<std::vector<double>> time_topk(const std::vector<std::uint64_t>& siz
   return samples;
 }
 
+namespace {
+
+/// The allgather of `pairs` pairs per rank: a warm-up, then rounds of three repetitions until
+/// nine are kept or those kept took `budget_s` (a slow link then costs what it did before
+/// this estimator: four allgathers a size). Each repetition's time is the maximum over
+/// ranks, so every rank takes the same decisions and fits the same points.
+std::vector<double> time_allgather_pairs(MPI_Comm comm, std::size_t pairs, double budget_s) {
+  std::vector<double> kept;
+  double spent = 0.0;
+  while (kept.size() < 9 && (kept.empty() || spent < budget_s)) {
+    std::vector<double> t = time_allgather(comm, pairs * sizeof(SparsePair), kept.empty() ? 4 : 3);
+    if (kept.empty()) t.erase(t.begin());  // the first run warms up
+    max_over_ranks(comm, t);
+    for (double v : t) {
+      spent += v;
+      kept.push_back(v);
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
 void RuntimeImpl::calibrate() {
   const double t_start = now_s();
   const std::uint64_t total =
@@ -64,15 +87,12 @@ void RuntimeImpl::calibrate() {
   std::reverse(sizes.begin(), sizes.end());
   const std::vector<std::vector<double>> topk_samples =
       time_topk(sizes, options.density, calibration);
-  // Allgather of (index, value) pairs on this communicator; the first run warms up. Each
-  // repetition's time is the maximum over ranks (the slowest rank sets the pace), so every
-  // rank fits the same timings; each size keeps its fastest repetition (fit_latency_bandwidth).
+  // Allgather of (index, value) pairs on this communicator, each repetition the slowest
+  // rank's time; each size is represented by its fastest repetition (fit_latency_bandwidth).
   std::vector<std::vector<double>> ag_samples;
   std::vector<double> ax;
   for (std::size_t k : {1, 16, 256, 2048, 8192, 32768}) {
-    std::vector<double> t = time_allgather(comm, k * sizeof(SparsePair), 10);
-    t.erase(t.begin());
-    max_over_ranks(comm, t);
+    std::vector<double> t = time_allgather_pairs(comm, k, 0.02);
     calibration.allgather_pairs.push_back(k);
     calibration.allgather_s.push_back(minimum(t));
     ag_samples.push_back(std::move(t));
