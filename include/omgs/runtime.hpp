@@ -132,9 +132,9 @@ struct RuntimeStats {
 /// The calibration's measurements and fit (when perf_model == "calibrate").
 struct CalibrationReport {
   std::vector<std::uint64_t> topk_numel;
-  std::vector<double> topk_s;  ///< this rank's medians
+  std::vector<double> topk_s;  ///< this rank's fastest of three
   std::vector<std::uint64_t> allgather_pairs;
-  std::vector<double> allgather_s;  ///< this rank's medians
+  std::vector<double> allgather_s;  ///< fastest repetition, each the slowest rank's time
   double duration_s = 0.0;
 };
 

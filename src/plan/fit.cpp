@@ -6,13 +6,18 @@
 namespace omgs::detail {
 
 LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double>& y) {
-  const double n = static_cast<double>(x.size());
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  return fit_nonnegative(x, y, std::vector<double>(x.size(), 1.0));
+}
+
+LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double>& y,
+                          const std::vector<double>& w) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;  // n: the sum of the weights
   for (std::size_t i = 0; i < x.size(); ++i) {
-    sx += x[i];
-    sy += y[i];
-    sxx += x[i] * x[i];
-    sxy += x[i] * y[i];
+    n += w[i];
+    sx += w[i] * x[i];
+    sy += w[i] * y[i];
+    sxx += w[i] * x[i] * x[i];
+    sxy += w[i] * x[i] * y[i];
   }
   LinearFit f;
   const double den = n * sxx - sx * sx;
@@ -29,6 +34,20 @@ LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double
     f.c0 = sy / n;
   }
   return f;
+}
+
+LinearFit fit_latency_bandwidth(const std::vector<double>& x,
+                                const std::vector<std::vector<double>>& samples) {
+  std::vector<double> y, w;
+  for (const std::vector<double>& s : samples) {
+    y.push_back(minimum(s));
+    w.push_back(y.back() > 0 ? 1.0 / (y.back() * y.back()) : 1.0);
+  }
+  return fit_nonnegative(x, y, w);
+}
+
+double minimum(const std::vector<double>& v) {
+  return *std::min_element(v.begin(), v.end());
 }
 
 double median(std::vector<double> v) {

@@ -14,6 +14,22 @@ struct LinearFit {
 /// negative slope gives the mean as a constant. x and y are of equal, non-zero length.
 LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double>& y);
 
+/// As fit_nonnegative, each point weighted by w[i] > 0 (x, y, w of equal, non-zero length).
+LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double>& y,
+                          const std::vector<double>& w);
+
+/// Latency and bandwidth (y ~ alpha + beta x) from repeated timings: samples[i] holds the
+/// timings at x[i] (non-empty, positive). Noise on a timed collective only adds time, so each
+/// size is represented by its fastest sample (an outlier never sets it), and the line is
+/// fitted in relative error (weights 1 / y^2): the small sizes then decide alpha instead of
+/// being drowned by the absolute noise of the large ones, which made least squares' alpha
+/// vary 10-100x between runs. Non-negative as fit_nonnegative.
+LinearFit fit_latency_bandwidth(const std::vector<double>& x,
+                                const std::vector<std::vector<double>>& samples);
+
+/// The smallest element; v must not be empty.
+double minimum(const std::vector<double>& v);
+
 /// The upper median (the element at size / 2 once sorted); v must not be empty.
 double median(std::vector<double> v);
 

@@ -1,6 +1,6 @@
 // Calibration: top-k timed on this device, the allgather of pairs timed on the
 // communicator (through comm), a non-negative linear fit of each (plan/fit.hpp), and the
-// slowest rank's coefficients for everybody.
+// slowest rank's coefficients (top-k) or timings (allgather) for everybody.
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -12,10 +12,11 @@
 
 namespace omgs::detail {
 
-/// Top-k on this device at each of `sizes` (ascending), median of three timed runs after a
-/// warm-up. A free function with external linkage: it holds a device lambda.
-void time_topk(const std::vector<std::uint64_t>& sizes, double density,
-               CalibrationReport& calibration) {
+/// Top-k on this device at each of `sizes` (ascending): three timed runs after a warm-up
+/// each, returned per size (the report keeps the fastest). A free function with external
+/// linkage: it holds a device lambda.
+std::vector<std::vector<double>> time_topk(const std::vector<std::uint64_t>& sizes, double density,
+                                           CalibrationReport& calibration) {
   const std::uint64_t n_max = sizes.back();
   TopkSelector<ExecSpace> sel(n_max, selected_count(n_max, density));
   Kokkos::View<float*, DeviceMemory> x("omgs::calibrate::x", n_max);
@@ -30,6 +31,7 @@ void time_topk(const std::vector<std::uint64_t>& sizes, double density,
         z ^= z >> 31;
         x(i) = static_cast<float>(static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0) - 0.5);
       });
+  std::vector<std::vector<double>> samples;
   for (std::uint64_t n : sizes) {
     auto xs = Kokkos::subview(x, std::make_pair(std::uint64_t{0}, n));
     const std::size_t k = selected_count(n, density);
@@ -42,9 +44,34 @@ void time_topk(const std::vector<std::uint64_t>& sizes, double density,
       if (r > 0) t.push_back(now_s() - a);  // the first run warms up
     }
     calibration.topk_numel.push_back(n);
-    calibration.topk_s.push_back(median(t));
+    calibration.topk_s.push_back(minimum(t));
+    samples.push_back(std::move(t));
   }
+  return samples;
 }
+
+namespace {
+
+/// The allgather of `pairs` pairs per rank: a warm-up, then rounds of three repetitions until
+/// nine are kept or those kept took `budget_s` (a slow link then costs what it did before
+/// this estimator: four allgathers a size). Each repetition's time is the maximum over
+/// ranks, so every rank takes the same decisions and fits the same points.
+std::vector<double> time_allgather_pairs(MPI_Comm comm, std::size_t pairs, double budget_s) {
+  std::vector<double> kept;
+  double spent = 0.0;
+  while (kept.size() < 9 && (kept.empty() || spent < budget_s)) {
+    std::vector<double> t = time_allgather(comm, pairs * sizeof(SparsePair), kept.empty() ? 4 : 3);
+    if (kept.empty()) t.erase(t.begin());  // the first run warms up
+    max_over_ranks(comm, t);
+    for (double v : t) {
+      spent += v;
+      kept.push_back(v);
+    }
+  }
+  return kept;
+}
+
+}  // namespace
 
 void RuntimeImpl::calibrate() {
   const double t_start = now_s();
@@ -58,20 +85,23 @@ void RuntimeImpl::calibrate() {
   std::vector<std::uint64_t> sizes;
   for (std::uint64_t n = n_max; n >= 1024 && sizes.size() < 4; n /= 8) sizes.push_back(n);
   std::reverse(sizes.begin(), sizes.end());
-  time_topk(sizes, options.density, calibration);
-  // Allgather of (index, value) pairs on this communicator; the first run warms up.
-  for (std::size_t k : {1, 256, 4096, 32768}) {
-    std::vector<double> t = time_allgather(comm, k * sizeof(SparsePair), 6);
-    t.erase(t.begin());
+  const std::vector<std::vector<double>> topk_samples =
+      time_topk(sizes, options.density, calibration);
+  // Allgather of (index, value) pairs on this communicator, each repetition the slowest
+  // rank's time; each size is represented by its fastest repetition (fit_latency_bandwidth).
+  std::vector<std::vector<double>> ag_samples;
+  std::vector<double> ax;
+  for (std::size_t k : {1, 16, 256, 2048, 8192, 32768}) {
+    std::vector<double> t = time_allgather_pairs(comm, k, 0.02);
     calibration.allgather_pairs.push_back(k);
-    calibration.allgather_s.push_back(median(t));
-  }
-  std::vector<double> tx, ax;
-  for (std::uint64_t n : calibration.topk_numel) tx.push_back(static_cast<double>(n));
-  for (std::size_t k : calibration.allgather_pairs)
+    calibration.allgather_s.push_back(minimum(t));
+    ag_samples.push_back(std::move(t));
     ax.push_back(static_cast<double>(k) * sizeof(SparsePair) * size);
-  const LinearFit topk = fit_nonnegative(tx, calibration.topk_s);
-  const LinearFit ag = fit_nonnegative(ax, calibration.allgather_s);
+  }
+  std::vector<double> tx;
+  for (std::uint64_t n : calibration.topk_numel) tx.push_back(static_cast<double>(n));
+  const LinearFit topk = fit_latency_bandwidth(tx, topk_samples);
+  const LinearFit ag = fit_latency_bandwidth(ax, ag_samples);
   // The slowest rank sets the pace: every rank plans with the maximum, so plans agree.
   std::vector<double> c = {topk.c0, topk.c1, ag.c0, ag.c1};
   max_over_ranks(comm, c);
