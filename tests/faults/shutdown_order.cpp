@@ -1,16 +1,19 @@
 // The user's shutdown order, on every rank (argv[1]):
 //   mpi-first     MPI_Finalize, then the Runtime is destroyed, then Kokkos::finalize
 //   kokkos-first  Kokkos::finalize, MPI_Finalize, then the Runtime is destroyed
-//   absent R      rank R never constructs the Runtime (it waits in a collective the others
-//                 have not reached): the others must throw within 2 x OMGS_TIMEOUT_S (set
-//                 by CTest) naming rank R, instead of waiting forever
+//   absent R,...  ranks R,... (ascending) never construct the Runtime (they wait in a
+//                 collective the others have not reached): the others must throw within
+//                 2 x OMGS_TIMEOUT_S (set by CTest) naming them, instead of waiting forever
 //   stuck         rank 0 submits its group, rank 1 never does: destroying rank 0's Runtime
 //                 gives up after OMGS_SHUTDOWN_TIMEOUT_S (set by CTest) with a message
 //   die           the last rank dies after one iteration (mpiexec --enable-recovery keeps
 //                 the others running): they report it within the bounds, then MPI_Abort
+// mpi-first and kokkos-first take "inline" as argv[2]: MPI_THREAD_FUNNELED, no progress
+// thread (the only form MPICH 4.0 allows, docs/reliability.md).
 // CTest checks the messages; the exit status must be 0 except in 'die'.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <omgs/runtime.hpp>
 
@@ -39,46 +43,63 @@ void one_iteration(omgs::Runtime& rt) {
   if (st.status != omgs::Status::ok) std::printf("error: iteration failed\n");
 }
 
-/// What every rank that arrived must say about rank `missing` (OMGS_TIMEOUT_S = T).
-std::string expected_error(int missing, int size, const char* timeout) {
-  const double t = std::atof(timeout);
-  char buf[200];
-  if (missing == 0)
-    std::snprintf(buf, sizeof buf, "rank 0, which counts the arrivals, did not answer within %g s",
-                  2 * t);
-  else
-    std::snprintf(buf, sizeof buf,
-                  "rank %d of the %d ranks of the communicator did not arrive within %g s", missing,
-                  size, t);
-  return buf;
+/// "1,3" -> {1, 3} (ascending, as the runtime lists them).
+std::vector<int> parse_ranks(const char* text) {
+  std::vector<int> ranks;
+  for (const char* p = text; *p != '\0';) {
+    char* end = nullptr;
+    ranks.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p != '\0') break;
+  }
+  return ranks;
 }
 
-int absent(int rank, int size, int missing) {
+/// What every rank that arrived must say about the missing ranks (OMGS_TIMEOUT_S = T).
+std::string expected_error(const std::vector<int>& missing, int size, double t) {
+  char buf[200];
+  if (missing.front() == 0) {
+    std::snprintf(buf, sizeof buf, "rank 0, which counts the arrivals, did not answer within %g s",
+                  2 * t);
+    return buf;
+  }
+  std::string who = missing.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < missing.size(); ++i)
+    who += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + std::to_string(missing[i]);
+  std::snprintf(buf, sizeof buf, " of the %d ranks of the communicator did not arrive within %g s",
+                size, t);
+  return who + buf;
+}
+
+int absent(int rank, int size, const std::vector<int>& missing) {
   const char* timeout = std::getenv("OMGS_TIMEOUT_S");
-  int ok = timeout != nullptr ? 1 : 0;
-  if (rank != missing && ok) {
+  const bool here = std::find(missing.begin(), missing.end(), rank) == missing.end();
+  int ok = timeout != nullptr && !missing.empty() ? 1 : 0;
+  if (here && ok) {
+    const double t = std::atof(timeout);
     const auto t0 = std::chrono::steady_clock::now();
     try {
       auto rt = make_runtime();
-      std::printf("error: rank %d constructed the runtime without rank %d\n", rank, missing);
+      std::printf("error: rank %d constructed the runtime without all ranks\n", rank);
       ok = 0;
     } catch (const omgs::Error& e) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const std::string want = expected_error(missing, size, timeout);
+      const std::string want = expected_error(missing, size, t);
       // Rank 0 answers after T; without rank 0 the others give up after 2 T (3 s slack).
-      const double bound = (missing == 0 ? 2 : 1) * std::atof(timeout) + 3;
+      const double bound = (missing.front() == 0 ? 2 : 1) * t + 3;
       ok = std::string(e.what()).find(want) != std::string::npos && s < bound;
       std::printf("rank %d (after %.1f s): %s\n", rank, s, e.what());
       if (!ok) std::printf("error: rank %d expected '%s' within the bound\n", rank, want.c_str());
     }
     std::fflush(stdout);
   }
-  // Rank `missing` never constructed the Runtime: it was stuck here, in a collective the
-  // others had not reached. Now every rank compares verdicts and ends normally.
+  // The missing ranks never constructed the Runtime: they were stuck here, in a collective
+  // the others had not reached. Now every rank compares verdicts and ends normally.
   int all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (rank == missing && all)
-    std::printf("construction bound test passed on the %d ranks that arrived\n", size - 1);
+  if (rank == missing.front() && all)
+    std::printf("construction bound test passed on the %d ranks that arrived\n",
+                size - static_cast<int>(missing.size()));
   std::fflush(stdout);
   Kokkos::finalize();
   MPI_Finalize();
@@ -136,15 +157,18 @@ int die(int rank, int size) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // "inline" after the mode: MPI_THREAD_FUNNELED, so the Runtime has no progress thread.
+  const bool inline_progress = argc > 2 && std::strcmp(argv[2], "inline") == 0;
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Init_thread(&argc, &argv, inline_progress ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE,
+                  &provided);
   Kokkos::initialize(argc, argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char* mode = argc > 1 ? argv[1] : "";
   if (std::strcmp(mode, "absent") == 0)
-    return absent(rank, size, argc > 2 ? std::atoi(argv[2]) : 0);
+    return absent(rank, size, parse_ranks(argc > 2 ? argv[2] : ""));
   if (std::strcmp(mode, "stuck") == 0) return stuck(rank);
   if (std::strcmp(mode, "die") == 0) return die(rank, size);
   auto rt = make_runtime();
