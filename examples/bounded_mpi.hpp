@@ -32,9 +32,10 @@ inline JobBound job_bound;
   std::abort();  // not reached
 }
 
-/// Completes `count` requests, or aborts the job after timeout_s seconds naming `what`.
-inline void wait_or_abort(int count, MPI_Request* req, MPI_Comm comm, const char* program,
-                          const char* what, double timeout_s) {
+/// Completes `count` requests, or aborts the job after job_bound.timeout_s seconds naming
+/// `what`.
+inline void wait_or_abort(int count, MPI_Request* req, MPI_Comm comm, const char* what) {
+  const double timeout_s = job_bound.timeout_s;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   std::vector<int> indices(static_cast<std::size_t>(count) + 1);
   for (;;) {
@@ -44,42 +45,28 @@ inline void wait_or_abort(int count, MPI_Request* req, MPI_Comm comm, const char
     MPI_Testsome(count, req, &done, indices.data(), MPI_STATUSES_IGNORE);
     if (done == MPI_UNDEFINED) return;
     if (std::chrono::steady_clock::now() > deadline)
-      abort_job(comm, program,
+      abort_job(comm, job_bound.program,
                 std::string(what) + " did not complete within " + std::to_string(timeout_s) +
                     " s (--collective-timeout): a peer failed or left");
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
-/// MPI_Allreduce bounded by timeout_s (see wait_or_abort).
-inline void allreduce_or_abort(const void* send, void* recv, int count, MPI_Datatype type,
-                               MPI_Op op, MPI_Comm comm, const char* program, const char* what,
-                               double timeout_s) {
-  MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Iallreduce(send, recv, count, type, op, comm, &req);
-  wait_or_abort(1, &req, comm, program, what, timeout_s);
-}
-
-/// MPI_Barrier bounded by timeout_s (see wait_or_abort).
-inline void barrier_or_abort(MPI_Comm comm, const char* program, const char* what,
-                             double timeout_s) {
-  MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Ibarrier(comm, &req);
-  wait_or_abort(1, &req, comm, program, what, timeout_s);
-}
-
-/// The same with the job's bound (job_bound).
-inline void wait_or_abort(int count, MPI_Request* req, MPI_Comm comm, const char* what) {
-  wait_or_abort(count, req, comm, job_bound.program, what, job_bound.timeout_s);
-}
+/// MPI_Allreduce bounded by the job's bound (see wait_or_abort).
 inline void allreduce_or_abort(const void* send, void* recv, int count, MPI_Datatype type,
                                MPI_Op op, MPI_Comm comm, const char* what) {
-  allreduce_or_abort(send, recv, count, type, op, comm, job_bound.program, what,
-                     job_bound.timeout_s);
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iallreduce(send, recv, count, type, op, comm, &req);
+  wait_or_abort(1, &req, comm, what);
 }
+
+/// MPI_Barrier bounded by the job's bound.
 inline void barrier_or_abort(MPI_Comm comm, const char* what) {
-  barrier_or_abort(comm, job_bound.program, what, job_bound.timeout_s);
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm, &req);
+  wait_or_abort(1, &req, comm, what);
 }
+
 /// MPI_Bcast bounded by the job's bound.
 inline void bcast_or_abort(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                            const char* what) {

@@ -1,6 +1,7 @@
 // The examples' dense baselines (see dense_baseline.hpp).
 #include "dense_baseline.hpp"
 #include "bounded_mpi.hpp"
+#include "median.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
@@ -18,11 +19,6 @@ double now_s() {
 }
 
 using HostFloats = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // The emulated backward pass of omgs-train-synthetic (see emulated_backward.hpp).
 #include "emulated_backward.hpp"
 #include "bounded_mpi.hpp"
+#include "median.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
@@ -43,8 +44,7 @@ KernelCost calibrate_kernel(MPI_Comm comm) {
       omgs::ExecSpace().fence();
       t.push_back(now_s() - a);
     }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return omgs_examples::median(t);
   };
   const double t0 = time(0), t16 = time(16);
   double c[2] = {t0 / n, std::max(1e-12, (t16 - t0) / (16.0 * n))}, g[2];

@@ -38,13 +38,11 @@
 // in functions with internal linkage.
 namespace omgs_train_mlp {
 
-double collective_timeout_s = 300.0;  // --collective-timeout
-
-/// MPI_Allreduce (sum) bounded by --collective-timeout: past it the job is aborted.
+/// MPI_Allreduce (sum) bounded by --collective-timeout (omgs_examples::job_bound): past it
+/// the job is aborted.
 void allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Comm comm,
                const char* what) {
-  omgs_examples::allreduce_or_abort(send, recv, count, type, MPI_SUM, comm, "omgs-train-mlp", what,
-                                    collective_timeout_s);
+  omgs_examples::allreduce_or_abort(send, recv, count, type, MPI_SUM, comm, what);
 }
 
 using Exec = omgs::ExecSpace;
@@ -192,7 +190,7 @@ int parse_args(int argc, char** argv, int rank, Args& a) {
     if (opt == "--noise") a.noise = v;
     if (opt == "--tolerance") a.tolerance_pct = v;
     if (opt == "--seed") a.seed = static_cast<std::uint32_t>(v);
-    if (opt == "--collective-timeout") collective_timeout_s = v;
+    if (opt == "--collective-timeout") omgs_examples::job_bound.timeout_s = v;
   }
   const double params = static_cast<double>(a.hidden) * (a.dim + a.hidden + a.classes + 2) +
                         static_cast<double>(a.classes);
@@ -709,6 +707,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   omgs_train_mlp::Args args;
+  omgs_examples::job_bound.program = "omgs-train-mlp";
   int rc = omgs_train_mlp::parse_args(argc, argv, rank, args);
   if (rc < 0) {
     Kokkos::ScopeGuard kokkos(argc, argv);

@@ -41,8 +41,6 @@ namespace {
 using Exec = omgs::ExecSpace;
 using Mem = omgs::DeviceMemory;
 using omgs_examples::allreduce_or_abort;
-using omgs_examples::barrier_or_abort;
-using omgs_examples::wait_or_abort;
 
 constexpr const char* program = "omgs-train-synthetic";
 double collective_timeout_s = 300.0;  // --collective-timeout
@@ -222,8 +220,7 @@ struct Result {
 
 double max_over_ranks(MPI_Comm comm, double v) {
   double m = 0;
-  allreduce_or_abort(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm, program, "an allreduce of the timings",
-                     collective_timeout_s);
+  allreduce_or_abort(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm, "an allreduce of the timings");
   return m;
 }
 

@@ -32,6 +32,7 @@
 #include <omgs/omgs.hpp>
 
 #include "fashion_mnist.hpp"
+#include "median.hpp"
 
 namespace omgs_train_torch {
 
@@ -207,8 +208,7 @@ Epoch train_epoch(const Context& c, Net& net, torch::optim::SGD& opt, int epoch,
     loss_sum += loss.item<double>();
   }
   MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, c.comm);
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return {loss_sum / c.iters / c.size, test_accuracy(c, net), times[times.size() / 2],
+  return {loss_sum / c.iters / c.size, test_accuracy(c, net), omgs_examples::median(times),
           bytes / c.iters};
 }
 

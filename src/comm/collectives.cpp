@@ -8,6 +8,7 @@
 
 #include <omgs/error.hpp>
 
+#include "comm/arrival.hpp"
 #include "comm/clock.hpp"
 
 namespace omgs::detail {
@@ -34,6 +35,7 @@ OwnedComm::OwnedComm(MPI_Comm comm, bool errors_return) {
 }
 
 OwnedComm::OwnedComm(MPI_Comm comm, double timeout_s, const std::string& who) {
+  check_arrival(comm, timeout_s, who);  // names the ranks that never arrive
   MPI_Request req = MPI_REQUEST_NULL;
   MPI_Comm_idup(comm, &comm_, &req);
   const auto deadline = deadline_after(timeout_s);
@@ -44,13 +46,12 @@ OwnedComm::OwnedComm(MPI_Comm comm, double timeout_s, const std::string& who) {
       // The request cannot be cancelled (it is a collective): it is left pending and the
       // communicator handle is not ours; the caller ends the job (MPI_Abort).
       comm_ = MPI_COMM_NULL;
-      int size = 0;
-      MPI_Comm_size(comm, &size);
-      throw Error(who + ": the " + std::to_string(size) +
-                  " ranks of the communicator did not all arrive within " +
+      throw Error(who +
+                  ": every rank arrived, but duplicating the communicator did not "
+                  "complete within " +
                   std::to_string(timeout_s) +
-                  " s (OMGS_TIMEOUT_S / wait_timeout_s): some rank never constructed it; end "
-                  "the job (MPI_Abort)");
+                  " s (OMGS_TIMEOUT_S / wait_timeout_s): a rank failed since; end the job "
+                  "(MPI_Abort)");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

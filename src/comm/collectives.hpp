@@ -24,8 +24,9 @@ class OwnedComm {
   OwnedComm() = default;
   /// Collective over `comm`. With errors_return the duplicate returns MPI errors as codes.
   explicit OwnedComm(MPI_Comm comm, bool errors_return = false);
-  /// Collective and bounded: a non-blocking duplicate (MPI_Comm_idup) waited for at most
-  /// `timeout_s`; past it throws omgs::Error "<who>: ... did not all arrive within X s".
+  /// Collective and bounded: check_arrival() (arrival.hpp: throws omgs::Error naming the
+  /// ranks that did not arrive within `timeout_s`), then a non-blocking duplicate
+  /// (MPI_Comm_idup) waited for at most `timeout_s`.
   OwnedComm(MPI_Comm comm, double timeout_s, const std::string& who);
   ~OwnedComm();
   OwnedComm(const OwnedComm&) = delete;

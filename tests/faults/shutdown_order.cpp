@@ -1,18 +1,27 @@
 // The user's shutdown order, on every rank (argv[1]):
 //   mpi-first     MPI_Finalize, then the Runtime is destroyed, then Kokkos::finalize
 //   kokkos-first  Kokkos::finalize, MPI_Finalize, then the Runtime is destroyed
-//   absent        the last rank never constructs the Runtime: the others must throw
-//                 within OMGS_TIMEOUT_S (set by CTest) instead of waiting forever
+//   absent R,...  ranks R,... (ascending) never construct the Runtime (they wait in a
+//                 collective the others have not reached): the others must throw within
+//                 2 x OMGS_TIMEOUT_S (set by CTest) naming them, instead of waiting forever
 //   stuck         rank 0 submits its group, rank 1 never does: destroying rank 0's Runtime
 //                 gives up after OMGS_SHUTDOWN_TIMEOUT_S (set by CTest) with a message
-// CTest checks the messages; the exit status must be 0 except in 'absent' (MPI_Abort).
+//   die           the last rank dies after one iteration (mpiexec --enable-recovery keeps
+//                 the others running): they report it within the bounds, then MPI_Abort
+// mpi-first and kokkos-first take "inline" as argv[2]: MPI_THREAD_FUNNELED, no progress
+// thread (the only form MPICH 4.0 allows, docs/reliability.md).
+// CTest checks the messages; the exit status must be 0 except in 'die'.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <omgs/runtime.hpp>
 
@@ -34,25 +43,67 @@ void one_iteration(omgs::Runtime& rt) {
   if (st.status != omgs::Status::ok) std::printf("error: iteration failed\n");
 }
 
-int absent(int rank, int size) {
-  if (rank == size - 1) {
-    // Failed before constructing: waits (in MPI_Finalize the job would also end), killed by
-    // the others' MPI_Abort.
-    std::this_thread::sleep_for(std::chrono::seconds(30));
-    return 1;
+/// "1,3" -> {1, 3} (ascending, as the runtime lists them).
+std::vector<int> parse_ranks(const char* text) {
+  std::vector<int> ranks;
+  for (const char* p = text; *p != '\0';) {
+    char* end = nullptr;
+    ranks.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p != '\0') break;
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    auto rt = make_runtime();
-    std::printf("error: rank %d constructed the runtime without rank %d\n", rank, size - 1);
-  } catch (const omgs::Error& e) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("rank %d: %s\n", rank, e.what());
-    if (s < 10.0) std::printf("construction bound test passed (%.1f s)\n", s);
+  return ranks;
+}
+
+/// What every rank that arrived must say about the missing ranks (OMGS_TIMEOUT_S = T).
+std::string expected_error(const std::vector<int>& missing, int size, double t) {
+  char buf[200];
+  if (missing.front() == 0) {
+    std::snprintf(buf, sizeof buf, "rank 0, which counts the arrivals, did not answer within %g s",
+                  2 * t);
+    return buf;
+  }
+  std::string who = missing.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < missing.size(); ++i)
+    who += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + std::to_string(missing[i]);
+  std::snprintf(buf, sizeof buf, " of the %d ranks of the communicator did not arrive within %g s",
+                size, t);
+  return who + buf;
+}
+
+int absent(int rank, int size, const std::vector<int>& missing) {
+  const char* timeout = std::getenv("OMGS_TIMEOUT_S");
+  const bool here = std::find(missing.begin(), missing.end(), rank) == missing.end();
+  int ok = timeout != nullptr && !missing.empty() ? 1 : 0;
+  if (here && ok) {
+    const double t = std::atof(timeout);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      auto rt = make_runtime();
+      std::printf("error: rank %d constructed the runtime without all ranks\n", rank);
+      ok = 0;
+    } catch (const omgs::Error& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::string want = expected_error(missing, size, t);
+      // Rank 0 answers after T; without rank 0 the others give up after 2 T (3 s slack).
+      const double bound = (missing.front() == 0 ? 2 : 1) * t + 3;
+      ok = std::string(e.what()).find(want) != std::string::npos && s < bound;
+      std::printf("rank %d (after %.1f s): %s\n", rank, s, e.what());
+      if (!ok) std::printf("error: rank %d expected '%s' within the bound\n", rank, want.c_str());
+    }
     std::fflush(stdout);
   }
-  MPI_Abort(MPI_COMM_WORLD, 3);
-  return 1;
+  // The missing ranks never constructed the Runtime: they were stuck here, in a collective
+  // the others had not reached. Now every rank compares verdicts and ends normally.
+  int all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == missing.front() && all)
+    std::printf("construction bound test passed on the %d ranks that arrived\n",
+                size - static_cast<int>(missing.size()));
+  std::fflush(stdout);
+  Kokkos::finalize();
+  MPI_Finalize();
+  return all ? 0 : 1;
 }
 
 int stuck(int rank) {
@@ -73,18 +124,53 @@ int stuck(int rank) {
   return 0;
 }
 
+/// The last rank dies (_Exit, no MPI_Finalize) after one iteration, under a launcher that
+/// does not end the job (mpiexec --enable-recovery): the survivors' next finish() returns
+/// comm_failed within OMGS_TIMEOUT_S naming it, their Runtime shuts down within
+/// OMGS_SHUTDOWN_TIMEOUT_S, and they end the job with MPI_Abort, as the examples do
+/// (MPI_Finalize can hang on the dead rank there: docs/reliability.md).
+int die(int rank, int size) {
+  auto rt = make_runtime();
+  one_iteration(*rt);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == size - 1) {
+    std::fprintf(stderr, "rank %d: dying\n", rank);
+    std::_Exit(9);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  rt->begin_backward();
+  rt->ready(1);
+  rt->ready(0);
+  const omgs::IterationStats st = rt->finish();
+  std::printf("rank %d: %s: %s\n", rank, omgs::to_string(st.status), rt->last_error().c_str());
+  std::fflush(stdout);
+  rt.reset();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.status == omgs::Status::comm_failed && s < 10.0)
+    std::printf("rank %d: the death of rank %d reported and shut down in %.1f s; aborting\n", rank,
+                size - 1, s);
+  std::fflush(stdout);
+  MPI_Abort(MPI_COMM_WORLD, 4);
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // "inline" after the mode: MPI_THREAD_FUNNELED, so the Runtime has no progress thread.
+  const bool inline_progress = argc > 2 && std::strcmp(argv[2], "inline") == 0;
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Init_thread(&argc, &argv, inline_progress ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE,
+                  &provided);
   Kokkos::initialize(argc, argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char* mode = argc > 1 ? argv[1] : "";
-  if (std::strcmp(mode, "absent") == 0) return absent(rank, size);
+  if (std::strcmp(mode, "absent") == 0)
+    return absent(rank, size, parse_ranks(argc > 2 ? argv[2] : ""));
   if (std::strcmp(mode, "stuck") == 0) return stuck(rank);
+  if (std::strcmp(mode, "die") == 0) return die(rank, size);
   auto rt = make_runtime();
   one_iteration(*rt);
   if (std::strcmp(mode, "kokkos-first") == 0) {
