@@ -58,7 +58,7 @@ constexpr const char* usage_text =
     "  --iterations N      timed iterations per method (default 10)\n"
     "  --warmup N          untimed iterations first (default 2)\n"
     "  --density D         fraction of each group's entries sent (default 0.001)\n"
-    "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal\n"
+    "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal,automatic\n"
     "                      (default layerwise,single,mgs,optimal); NAME+loop runs it\n"
     "                      closed-loop: refit and replan on the run (docs/planner.md)\n"
     "  --refit N           closed-loop window in iterations (default 5); the loop settles\n"

@@ -9,8 +9,8 @@
 #
 # Environment: MODELS (resnet50 vgg16 bert_base), HOSTS (2 4), RATES (1gbit 10gbit),
 # ITERATIONS (5), WARMUP (1), REFIT (5: the closed loop's window), PLANNERS
-# (layerwise,single,threshold,mgs,optimal,mgs+loop), BUILD (build), EXTRA (more arguments
-# for omgs-train-synthetic), OUT (a folder for the logs; default a temporary one).
+# (layerwise,single,threshold,mgs,optimal,mgs+loop,automatic+loop), BUILD (build), EXTRA
+# (more arguments for omgs-train-synthetic), OUT (a folder for the logs; default a new one).
 # Each case's full log is kept in OUT; the table rows are printed as they come.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -21,7 +21,7 @@ rates=(${RATES:-1gbit 10gbit})
 iterations="${ITERATIONS:-5}"
 warmup="${WARMUP:-1}"
 refit="${REFIT:-5}"
-planners="${PLANNERS:-layerwise,single,threshold,mgs,optimal,mgs+loop}"
+planners="${PLANNERS:-layerwise,single,threshold,mgs,optimal,mgs+loop,automatic+loop}"
 build="${BUILD:-$OMGS_ROOT/build}"
 out="${OUT:-$(mktemp -d /tmp/omgs-bench-closed-loop.XXXXXX)}"
 exe="$build/examples/omgs-train-synthetic"

@@ -38,30 +38,44 @@ LinearFit fit_relative(const std::vector<double>& x, const std::vector<double>& 
 
 }  // namespace
 
-TimelineFit fit_timelines(const std::vector<Group>& groups, const Timeline* timelines,
-                          std::size_t count, int workers, double density,
-                          const LinearFit& prior_topk, const LinearFit& prior_allgather) {
-  const std::size_t G = groups.size();
-  std::vector<double> n(G), bytes(G), topk(G), ag(G), s_topk(count), s_ag(count);
-  std::set<std::uint64_t> distinct;
-  for (std::size_t g = 0; g < G; ++g) {
+GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::size_t count) {
+  GroupPoints p;
+  std::vector<double> sparsify(count), allgather(count);
+  for (std::size_t g = 0; g < groups; ++g) {
     for (std::size_t i = 0; i < count; ++i) {
       const GroupCosts c = group_costs(timelines[i], g);
-      s_topk[i] = c.sparsify_s;
-      s_ag[i] = c.allgather_s;
+      sparsify[i] = c.sparsify_s;
+      allgather[i] = c.allgather_s;
     }
-    n[g] = static_cast<double>(groups[g].numel);
-    bytes[g] = AlphaBetaModel::bytes_received(groups[g].numel, workers, density);
-    topk[g] = median(s_topk);
-    ag[g] = median(s_ag);
-    distinct.insert(groups[g].numel);
+    p.sparsify_s.push_back(median(sparsify));
+    p.allgather_s.push_back(median(allgather));
+  }
+  return p;
+}
+
+TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
+                       double density, const LinearFit& prior_topk,
+                       const LinearFit& prior_allgather) {
+  std::vector<double> n, bytes;
+  std::set<std::uint64_t> distinct;
+  for (const Group& g : groups) {
+    n.push_back(static_cast<double>(g.numel));
+    bytes.push_back(AlphaBetaModel::bytes_received(g.numel, workers, density));
+    distinct.insert(g.numel);
   }
   TimelineFit f;
   f.sizes = distinct.size();
   f.intercepts_fitted = f.sizes >= 2;
-  f.topk = fit_relative(n, topk, f.sizes, prior_topk.c0);
-  f.allgather = fit_relative(bytes, ag, f.sizes, prior_allgather.c0);
+  f.topk = fit_relative(n, points.sparsify_s, f.sizes, prior_topk.c0);
+  f.allgather = fit_relative(bytes, points.allgather_s, f.sizes, prior_allgather.c0);
   return f;
+}
+
+TimelineFit fit_timelines(const std::vector<Group>& groups, const Timeline* timelines,
+                          std::size_t count, int workers, double density,
+                          const LinearFit& prior_topk, const LinearFit& prior_allgather) {
+  return fit_points(groups, group_medians(groups.size(), timelines, count), workers, density,
+                    prior_topk, prior_allgather);
 }
 
 }  // namespace omgs::detail

@@ -1,8 +1,8 @@
 // The closed loop's refit and replan: the performance model fitted to the window's
-// measured timelines (plan/timeline_fit.hpp), agreed across ranks (the maximum of each
-// coefficient: the slowest rank sets the pace, as in calibration), the backward times
+// measured timelines (plan/timeline_fit.hpp) on points agreed across ranks, the backward times
 // averaged on rank 0 and broadcast, so that every rank plans with bit-identical inputs;
 // the plan switches only for a predicted gain of at least replan_min_gain.
+#include <limits>
 #include <map>
 
 #include <omgs/detail/kokkos_helpers.hpp>
@@ -35,15 +35,8 @@ void RuntimeImpl::refit() noexcept {
   rep.iteration = iterations - 1;
   rep.iterations_fitted = filled;
   try {
-    std::vector<double> c = coefficients_of(*model, size);
-    if (filled > 0) {
-      const TimelineFit f = fit_timelines(plan.groups, window.data(), filled, size, options.density,
-                                          {c[0], c[1]}, {c[2], c[3]});
-      c = {f.topk.c0, f.topk.c1, f.allgather.c0, f.allgather.c1};
-      rep.measured_s = median(measured_ends());
-      rep.owner_wait_s = median({window_wait.begin(), window_wait.begin() + filled});
-    }
-    max_over_ranks(comm, c);
+    const std::vector<double> prior = coefficients_of(*model, size);
+    const std::vector<double> c = agreed_fit(prior, rep);
     auto fitted = std::make_unique<AlphaBetaModel>(TopkForm::linear, c[0], c[1],
                                                    std::map<int, AlphaBeta>{{size, {c[2], c[3]}}});
     std::vector<LayerSpec> next_layers = agreed_backward_times();
@@ -57,6 +50,35 @@ void RuntimeImpl::refit() noexcept {
   last_refit = std::move(rep);
   record(last_refit.switched ? TraceKind::replan : TraceKind::refit, -1, t0, now_s());
   Kokkos::Profiling::popRegion();
+}
+
+/// The fitted coefficients {topk c0, c1, allgather alpha, beta}, identical on every rank.
+/// The points are agreed first: per group the slowest rank's sparsify (it sets the pace)
+/// and the fastest rank's allgather (the others' include waiting for the last rank to
+/// post, a skew of compute, not a cost of the network). Collective.
+std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior, RefitReport& rep) {
+  const std::size_t G = plan.groups.size();
+  GroupPoints p;
+  p.sparsify_s.assign(G, 0.0);  // a rank without a measured iteration defers to the others
+  p.allgather_s.assign(G, -std::numeric_limits<double>::infinity());
+  if (filled > 0) {
+    p = group_medians(G, window.data(), filled);
+    for (double& a : p.allgather_s) a = -a;
+    rep.measured_s = median(measured_ends());
+    rep.owner_wait_s = median({window_wait.begin(), window_wait.begin() + filled});
+  }
+  std::vector<double> both = p.sparsify_s;  // one allreduce: max of sparsify, of -allgather
+  both.insert(both.end(), p.allgather_s.begin(), p.allgather_s.end());
+  max_over_ranks(comm, both);
+  for (std::size_t g = 0; g < G; ++g) {
+    p.sparsify_s[g] = both[g];
+    p.allgather_s[g] = -both[G + g];
+  }
+  const TimelineFit f =
+      fit_points(plan.groups, p, size, options.density, {prior[0], prior[1]}, {prior[2], prior[3]});
+  std::vector<double> c = {f.topk.c0, f.topk.c1, f.allgather.c0, f.allgather.c1};
+  max_over_ranks(comm, c);  // identical already (same points, same code): made certain
+  return c;
 }
 
 /// The measured iteration ends of the window's filled slots.

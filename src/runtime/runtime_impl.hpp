@@ -210,6 +210,7 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   void reset_window() noexcept;
   void refit() noexcept;
   std::vector<double> measured_ends() const;
+  std::vector<double> agreed_fit(const std::vector<double>& prior, RefitReport& rep);
   void switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
                    RefitReport& rep);
   void record(TraceKind kind, int group, double t0, double t1) noexcept {
