@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
@@ -136,6 +137,21 @@ TEST_CASE("closed loop: max_replans = 0 refits once and never switches", "[runti
   CHECK(plan_text(rt) == before);
   CHECK(rt.last_refit().settled);
   CHECK_FALSE(rt.last_refit().switched);
+}
+
+TEST_CASE("closed loop: OMGS_REFIT_ITERATIONS turns it on", "[runtime][closed-loop]") {
+  setenv("OMGS_REFIT_ITERATIONS", "2", 1);
+  setenv("OMGS_MAX_REPLANS", "0", 1);
+  omgs::RuntimeOptions opt;
+  opt.perf_model = "reference";
+  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  unsetenv("OMGS_REFIT_ITERATIONS");
+  unsetenv("OMGS_MAX_REPLANS");
+  std::mt19937 rng(4);
+  CHECK_FALSE(run_iteration(rt, rng).refitted);
+  CHECK(run_iteration(rt, rng).refitted);
+  CHECK(rt.last_refit().settled);  // max_replans 0
+  CHECK(rt.last_stats().model_generation == 1);
 }
 
 TEST_CASE("closed loop options: bad values fail every rank with their name",
