@@ -16,6 +16,7 @@ void RuntimeImpl::start_loop() {
   window.resize(static_cast<std::size_t>(options.refit_iterations));
   for (Timeline& t : window) t.groups.reserve(layers.size());
   window_wait.assign(window.size(), 0.0);
+  window_bwd.assign(window.size() * layers.size(), nan_s);
 }
 
 /// After finish() (every rank counts the same iterations): the stats of the closed loop,
@@ -39,8 +40,10 @@ void RuntimeImpl::record_insitu(IterationStats& st) noexcept {
     slot.non_overlapped_comm_s = measured.non_overlapped_comm_s;
     slot.comm_total_s = measured.comm_total_s;
     window_wait[filled] = st.finish_wait_s;
+    double* bwd = window_bwd.data() + filled * layers.size();
+    std::copy(layer_bwd_s.begin(), layer_bwd_s.end(), bwd);
+    if (estimated_layer < layers.size()) bwd[estimated_layer] = nan_s;  // not measured
     ++filled;
-    accumulate_backward();
   }
   if (++since_refit < window.size()) return;
   const std::uint32_t plan_before = plan_generation;
@@ -56,8 +59,6 @@ void RuntimeImpl::record_insitu(IterationStats& st) noexcept {
 void RuntimeImpl::reset_window() noexcept {
   filled = 0;
   since_refit = 0;
-  std::fill(bwd_sum.begin(), bwd_sum.end(), 0.0);
-  std::fill(bwd_count.begin(), bwd_count.end(), 0);
 }
 
 }  // namespace omgs::detail

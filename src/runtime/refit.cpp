@@ -1,7 +1,8 @@
 // The closed loop's refit and replan: the performance model fitted to the window's
-// measured timelines (plan/timeline_fit.hpp) on points agreed across ranks, the backward times
-// averaged on rank 0 and broadcast, so that every rank plans with bit-identical inputs;
+// measured timelines (plan/timeline_fit.hpp) on points agreed across ranks (backward times
+// included), so that every rank plans with bit-identical inputs;
 // the plan switches only for a predicted gain of at least replan_min_gain.
+#include <cmath>
 #include <limits>
 #include <map>
 
@@ -36,10 +37,10 @@ void RuntimeImpl::refit() noexcept {
   rep.iterations_fitted = filled;
   try {
     const std::vector<double> prior = coefficients_of(*model, size);
-    const std::vector<double> c = agreed_fit(prior, rep);
+    std::vector<LayerSpec> next_layers = layers;
+    const std::vector<double> c = agreed_fit(prior, next_layers, rep);
     auto fitted = std::make_unique<AlphaBetaModel>(TopkForm::linear, c[0], c[1],
                                                    std::map<int, AlphaBeta>{{size, {c[2], c[3]}}});
-    std::vector<LayerSpec> next_layers = agreed_backward_times();
     switch_plan(std::move(fitted), std::move(next_layers), rep);
   } catch (const std::exception& e) {
     last_error = std::string("omgs: the closed loop's refit failed (") + e.what() +
@@ -52,33 +53,53 @@ void RuntimeImpl::refit() noexcept {
   Kokkos::Profiling::popRegion();
 }
 
-/// The fitted coefficients {topk c0, c1, allgather alpha, beta}, identical on every rank.
-/// The points are agreed first: per group the slowest rank's sparsify (it sets the pace)
-/// and the fastest rank's allgather (the others' include waiting for the last rank to
-/// post, a skew of compute, not a cost of the network). Collective.
-std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior, RefitReport& rep) {
-  const std::size_t G = plan.groups.size();
+/// The fitted coefficients {topk c0, c1, allgather alpha, beta} and the layers' backward
+/// times (into next_layers), identical on every rank. The points are agreed first, in one
+/// allreduce of medians over the window: per layer the slowest rank's backward and per
+/// group its sparsify (the slowest rank sets the pace: a group's allgather starts when the
+/// last rank posts it), and per group the fastest rank's allgather (the others' include
+/// waiting for the last rank to post, a skew of compute, not a cost of the network).
+/// Collective.
+std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
+                                            std::vector<LayerSpec>& next_layers, RefitReport& rep) {
+  const std::size_t L = layers.size(), G = plan.groups.size();
   GroupPoints p;
   p.sparsify_s.assign(G, 0.0);  // a rank without a measured iteration defers to the others
-  p.allgather_s.assign(G, -std::numeric_limits<double>::infinity());
+  p.allgather_s.assign(G, std::numeric_limits<double>::infinity());
+  std::vector<double> all = backward_medians();  // L, then sparsify (G), then -allgather (G)
   if (filled > 0) {
     p = group_medians(G, window.data(), filled);
-    for (double& a : p.allgather_s) a = -a;
     rep.measured_s = median(measured_ends());
     rep.owner_wait_s = median({window_wait.begin(), window_wait.begin() + filled});
   }
-  std::vector<double> both = p.sparsify_s;  // one allreduce: max of sparsify, of -allgather
-  both.insert(both.end(), p.allgather_s.begin(), p.allgather_s.end());
-  max_over_ranks(comm, both);
+  all.insert(all.end(), p.sparsify_s.begin(), p.sparsify_s.end());
+  for (double a : p.allgather_s) all.push_back(-a);
+  max_over_ranks(comm, all);
+  for (std::size_t l = 0; l < L; ++l) next_layers[l].backward_s = all[l];
   for (std::size_t g = 0; g < G; ++g) {
-    p.sparsify_s[g] = both[g];
-    p.allgather_s[g] = -both[G + g];
+    p.sparsify_s[g] = all[L + g];
+    p.allgather_s[g] = -all[L + G + g];
   }
   const TimelineFit f =
       fit_points(plan.groups, p, size, options.density, {prior[0], prior[1]}, {prior[2], prior[3]});
   std::vector<double> c = {f.topk.c0, f.topk.c1, f.allgather.c0, f.allgather.c1};
   max_over_ranks(comm, c);  // identical already (same points, same code): made certain
   return c;
+}
+
+/// Per layer the median of its measured backward times in the window; a layer never
+/// measured gets the time per element of the others (0 for all without a measurement).
+std::vector<double> RuntimeImpl::backward_medians() const {
+  const std::size_t L = layers.size();
+  std::vector<double> out(L, nan_s), v;
+  for (std::size_t l = 0; l < L; ++l) {
+    v.clear();
+    for (std::size_t i = 0; i < filled; ++i)
+      if (!std::isnan(window_bwd[i * L + l])) v.push_back(window_bwd[i * L + l]);
+    if (!v.empty()) out[l] = median(v);
+  }
+  fill_by_rate(layers, out);
+  return out;
 }
 
 /// The measured iteration ends of the window's filled slots.

@@ -89,6 +89,7 @@ struct ProfileState {
 struct LoopState {
   std::vector<Timeline> window;     // refit_iterations slots
   std::vector<double> window_wait;  // per slot: finish()'s wait
+  std::vector<double> window_bwd;   // per slot, L each: the layers' backward times (NaN: unknown)
   std::size_t filled = 0;           // slots holding an iteration that finished ok
   std::size_t since_refit = 0;      // iterations finished since (the same on every rank)
   int replans = 0;
@@ -210,7 +211,9 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   void reset_window() noexcept;
   void refit() noexcept;
   std::vector<double> measured_ends() const;
-  std::vector<double> agreed_fit(const std::vector<double>& prior, RefitReport& rep);
+  std::vector<double> agreed_fit(const std::vector<double>& prior,
+                                 std::vector<LayerSpec>& next_layers, RefitReport& rep);
+  std::vector<double> backward_medians() const;
   void switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
                    RefitReport& rep);
   void record(TraceKind kind, int group, double t0, double t1) noexcept {
