@@ -253,6 +253,15 @@ void fail_iteration(omgs::Status s, const std::string& error, const std::string&
   omgs_examples::abort_job(MPI_COMM_WORLD, program, msg);
 }
 
+/// The closed loop's fitted points (the first 12 groups): elements, sparsify, allgather.
+void print_points(const std::string& planner, const omgs::RefitReport& r) {
+  std::printf("[%-9s]   points (numel sparsify_s allgather_s):", planner.c_str());
+  for (std::size_t g = 0; g < r.group_numel.size() && g < 12; ++g)
+    std::printf(" %llu %.2e %.2e;", static_cast<unsigned long long>(r.group_numel[g]),
+                r.group_sparsify_s[g], r.group_allgather_s[g]);
+  std::printf("%s\n", r.group_numel.size() > 12 ? " ..." : "");
+}
+
 Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                 const std::vector<int>& reps, const std::string& planner, const std::string& perf,
                 int rank) {
@@ -300,6 +309,7 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                   planner.c_str(), rt.last_refit().predicted_current_s,
                   rt.last_refit().predicted_candidate_s, rt.last_refit().candidate_groups,
                   st.replanned ? "switched" : "kept", rt.last_refit().model.c_str());
+    if (st.refitted && !args.quiet && rank == 0) print_points(planner, rt.last_refit());
   }
   if (loop) {  // settled: the plan and prediction in force
     r.groups = rt.plan().groups.size();

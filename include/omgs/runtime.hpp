@@ -152,6 +152,10 @@ struct RefitReport {
   bool switched = false;  ///< the candidate replaced the plan
   bool settled = false;   ///< no further refits
   std::string model;      ///< the fitted model (describe())
+  /// The agreed points it fitted, per group of the plan it measured: elements, sparsify
+  /// (slowest rank's median) and allgather (fastest rank's median) seconds.
+  std::vector<std::uint64_t> group_numel;
+  std::vector<double> group_sparsify_s, group_allgather_s;
 };
 
 /// The measured side of the last iteration (rt.plan() is the predicted side).

@@ -80,6 +80,9 @@ std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
     p.sparsify_s[g] = all[L + g];
     p.allgather_s[g] = -all[L + G + g];
   }
+  for (const Group& g : plan.groups) rep.group_numel.push_back(g.numel);
+  rep.group_sparsify_s = p.sparsify_s;
+  rep.group_allgather_s = p.allgather_s;
   const TimelineFit f =
       fit_points(plan.groups, p, size, options.density, {prior[0], prior[1]}, {prior[2], prior[3]});
   std::vector<double> c = {f.topk.c0, f.topk.c1, f.allgather.c0, f.allgather.c1};
