@@ -103,14 +103,19 @@ TEST_CASE("closed loop: every rank refits to the same model and ends with the sa
     CHECK(same_everywhere(rt.last_refit().model));
     const omgs::AlphaBetaModel back = omgs::AlphaBetaModel::load(path);
     CHECK(back.topk_s(1000) == rt.perf_model().topk_s(1000));
-    {  // ... and a later run starts from it
+    {  // ... and a later run starts from it (one file: the option must agree on all ranks)
+      const std::string shared = "closed_loop_model.json";
+      if (world_rank() == 0) rt.save_perf_model(shared);
+      MPI_Barrier(MPI_COMM_WORLD);
       omgs::RuntimeOptions later;
       later.density = opt.density;
-      later.perf_model = path;
+      later.perf_model = shared;
       omgs::Runtime rt2(MPI_COMM_WORLD, timed_layers(), later);
       CHECK(rt2.perf_model().topk_s(12345) == rt.perf_model().topk_s(12345));
       CHECK(rt2.perf_model().allgather_s(12345, omgs_test::world_size(), opt.density) ==
             rt.perf_model().allgather_s(12345, omgs_test::world_size(), opt.density));
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (world_rank() == 0) std::remove(shared.c_str());
     }
     // The layers' backward times were refitted to the measured ones (mean over ranks).
     CHECK(rt.layers()[0].backward_s > 0.5e-3);
