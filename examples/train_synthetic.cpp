@@ -56,8 +56,12 @@ constexpr const char* usage_text =
     "  --iterations N      timed iterations per method (default 10)\n"
     "  --warmup N          untimed iterations first (default 2)\n"
     "  --density D         fraction of each group's entries sent (default 0.001)\n"
-    "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal\n"
-    "                      (default layerwise,single,mgs,optimal)\n"
+    "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal,automatic\n"
+    "                      (default layerwise,single,mgs,optimal); NAME+loop runs it\n"
+    "                      closed-loop: refit and replan on the run (docs/planner.md)\n"
+    "  --refit N           closed-loop window in iterations (default 5); the loop settles\n"
+    "                      within 3 windows, which are added to its warm-up\n"
+    "  --save-fitted FILE  rank 0 writes the last closed-loop run's fitted model (for --perf)\n"
     "  --no-dense          skip the dense MPI_Iallreduce baselines\n"
     "  --bucket-mb MB      dense-bucket's bucket size in MB of floats (default 25)\n"
     "  --perf SPEC         calibrate (default: once, shared by every plan), reference, or\n"
@@ -93,6 +97,8 @@ struct Args {
   std::string perf = "calibrate";
   int calibrations = 3;
   std::string save_perf;
+  int refit = 5;
+  std::string save_fitted;
   double backward_scale = 1.0;
   double numel_scale = 1.0;
   std::string trace, svg;
@@ -109,6 +115,11 @@ double number(int rank, const std::string& opt, const std::string& text, double 
     usage_error(rank, m.str());
   }
   return v;
+}
+
+/// "mgs+loop": the planner run closed-loop.
+bool closed_loop(const std::string& method) {
+  return method.size() > 5 && method.compare(method.size() - 5, 5, "+loop") == 0;
 }
 
 Args parse_args(int argc, char** argv, int rank) {
@@ -137,7 +148,7 @@ Args parse_args(int argc, char** argv, int rank) {
       std::stringstream ss(value());
       for (std::string p; std::getline(ss, p, ',');) {
         try {
-          (void)omgs::parse_planner(p);
+          (void)omgs::parse_planner(closed_loop(p) ? p.substr(0, p.size() - 5) : p);
         } catch (const omgs::Error& e) {
           usage_error(rank, std::string("--planners: ") + e.what());
         }
@@ -153,6 +164,10 @@ Args parse_args(int argc, char** argv, int rank) {
       a.calibrations = static_cast<int>(number(rank, opt, value(), 1, 100));
     } else if (opt == "--save-perf") {
       a.save_perf = value();
+    } else if (opt == "--refit") {
+      a.refit = static_cast<int>(number(rank, opt, value(), 1, 1e4));
+    } else if (opt == "--save-fitted") {
+      a.save_fitted = value();
     } else if (opt == "--backward-scale") {
       a.backward_scale = number(rank, opt, value(), 0, 1e6);
     } else if (opt == "--numel-scale") {
@@ -235,13 +250,25 @@ void fail_iteration(omgs::Status s, const std::string& error, const std::string&
   omgs_examples::abort_job(MPI_COMM_WORLD, program, msg);
 }
 
+/// The closed loop's fitted points (the first 12 groups): elements, sparsify, allgather.
+void print_points(const std::string& planner, const omgs::RefitReport& r) {
+  std::printf("[%-9s]   points (numel sparsify_s allgather_s):", planner.c_str());
+  for (std::size_t g = 0; g < r.group_numel.size() && g < 12; ++g)
+    std::printf(" %llu %.2e %.2e;", static_cast<unsigned long long>(r.group_numel[g]),
+                r.group_sparsify_s[g], r.group_allgather_s[g]);
+  std::printf("%s\n", r.group_numel.size() > 12 ? " ..." : "");
+}
+
 Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                 const std::vector<int>& reps, const std::string& planner, const std::string& perf,
                 int rank) {
   omgs::RuntimeOptions opt;
   opt.density = args.density;
-  opt.planner = omgs::parse_planner(planner);
+  const bool loop = closed_loop(planner);
+  opt.planner = omgs::parse_planner(loop ? planner.substr(0, planner.size() - 5) : planner);
   opt.perf_model = perf;
+  opt.refit_iterations = loop ? args.refit : 0;
+  const int warmup = args.warmup + (loop ? args.refit * (opt.max_replans + 1) : 0);
   if (!args.trace.empty()) opt.trace_path = args.trace + "." + planner + ".%r.json";
   omgs::Runtime rt(MPI_COMM_WORLD, layers, opt);
   Result r;
@@ -249,7 +276,7 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   r.groups = rt.plan().groups.size();
   r.predicted_s = rt.plan().predicted.iteration_end_s;
   const std::size_t L = layers.size();
-  for (int it = 0; it < args.warmup + args.iterations; ++it) {
+  for (int it = 0; it < warmup + args.iterations; ++it) {
     rt.begin_backward();
     for (std::size_t l = L; l-- > 0;) {
       emulate_layer(rt.gradient(l), seed_of(rank, it, l), reps[l]);
@@ -262,7 +289,7 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     const double iter = max_over_ranks(MPI_COMM_WORLD, st.iteration_s);
     const double wait = max_over_ranks(MPI_COMM_WORLD, st.finish_wait_s);
     const double sparsify = max_over_ranks(MPI_COMM_WORLD, st.sparsify_s);
-    const bool timed = it >= args.warmup;
+    const bool timed = it >= warmup;
     if (timed) {
       r.iteration_s += iter / args.iterations;
       r.not_hidden_s += wait / args.iterations;
@@ -272,8 +299,19 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     if (!args.quiet && rank == 0)
       std::printf("[%-9s] %s %3d/%d: %.4f s  (sparsify %.4f s, waited %.4f s), %zu groups\n",
                   planner.c_str(), timed ? "iteration" : "warm-up  ",
-                  timed ? it - args.warmup + 1 : it + 1, timed ? args.iterations : args.warmup,
-                  iter, sparsify, wait, rt.plan().groups.size());
+                  timed ? it - warmup + 1 : it + 1, timed ? args.iterations : warmup, iter,
+                  sparsify, wait, rt.plan().groups.size());
+    if (st.refitted && !args.quiet && rank == 0)
+      std::printf("[%-9s] refit: predicted %.4f s (plan in force) / %.4f s (%zu groups), %s; %s\n",
+                  planner.c_str(), rt.last_refit().predicted_current_s,
+                  rt.last_refit().predicted_candidate_s, rt.last_refit().candidate_groups,
+                  st.replanned ? "switched" : "kept", rt.last_refit().model.c_str());
+    if (st.refitted && !args.quiet && rank == 0) print_points(planner, rt.last_refit());
+  }
+  if (loop) {  // settled: the plan and prediction in force
+    r.groups = rt.plan().groups.size();
+    r.predicted_s = rt.plan().predicted.iteration_end_s;
+    if (!args.save_fitted.empty() && rank == 0) rt.save_perf_model(args.save_fitted);
   }
   if (!args.svg.empty() && rank == 0) rt.write_svg(args.svg + "." + planner + ".svg");
   return r;

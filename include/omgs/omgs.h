@@ -60,7 +60,8 @@ typedef struct omgs_layer {
 
 typedef struct omgs_options {
   double density;         /* default 0.001 */
-  const char* planner;    /* "mgs" (default), "layerwise", "single", "threshold", "optimal" */
+  const char* planner;    /* "mgs" (default), "layerwise", "single", "threshold", "optimal",
+                             "automatic" */
   const char* perf_model; /* "calibrate" (default), "reference", or an alpha-beta JSON file */
   uint64_t threshold_numel;
   int force_inline_progress; /* nonzero: no progress thread */

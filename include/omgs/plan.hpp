@@ -159,12 +159,16 @@ struct Timeline {
   double comm_total_s = 0.0;           ///< sum of the communication times
 };
 
-enum class Planner { mgs, layerwise, single, threshold, optimal };
+/// `automatic` plans with every planner of all_planners() and keeps the lowest predicted
+/// iteration (ties: fewer groups, then the order of all_planners()); the plan's `planner`
+/// is the one that won.
+enum class Planner { mgs, layerwise, single, threshold, optimal, automatic };
 
-/// "mgs" | "layerwise" | "single" | "threshold" | "optimal"; throws omgs::Error otherwise.
+/// "mgs" | "layerwise" | "single" | "threshold" | "optimal" | "automatic"; throws
+/// omgs::Error otherwise.
 OMGS_EXPORT Planner parse_planner(std::string_view name);
 OMGS_EXPORT std::string_view to_string(Planner planner);
-/// Every planner, in a fixed order (for comparisons).
+/// Every planner but `automatic`, in a fixed order (for comparisons).
 OMGS_EXPORT const std::vector<Planner>& all_planners();
 
 struct PlanConfig {

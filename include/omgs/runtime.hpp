@@ -76,6 +76,17 @@ struct RuntimeOptions {
   /// every layer is its own group (training proceeds, communication is layer-wise).
   int profile_iterations = 5;
 
+  /// The closed loop (docs/planner.md, "Closed loop"): every `refit_iterations` iterations
+  /// of a plan, fit the performance model to what the run measured (per group: backward,
+  /// sparsify, allgather), agree on it across ranks (the maximum of each coefficient),
+  /// replan with `planner`, and switch plans when the predicted gain is at least
+  /// `replan_min_gain` of the current plan's predicted time. It settles (stops refitting)
+  /// after a refit that keeps the plan, or after `max_replans` switches. 0 disables it.
+  /// OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS and OMGS_REPLAN_MIN_GAIN win.
+  int refit_iterations = 0;
+  int max_replans = 2;
+  double replan_min_gain = 0.05;
+
   /// Chrome trace JSON (chrome://tracing, Perfetto) written by write_trace() and by the
   /// destructor; "%r" is replaced by the rank (without it, ranks > 0 insert ".<rank>"
   /// before the extension). Empty: no trace.
@@ -120,6 +131,31 @@ struct IterationStats {
   std::uint64_t iteration = 0;       ///< 0-based count of finished iterations
   bool profiling = false;            ///< layer-wise while backward times were measured
   bool replanned = false;            ///< the plan was built from the measured times after it
+  /// The closed loop: the plan's predicted iteration (model in force) and this rank's
+  /// measured one (its timeline's end, seconds from the start of backward).
+  double predicted_s = 0.0;
+  double measured_s = 0.0;
+  std::uint32_t model_generation = 0;  ///< +1 at each refit of the performance model
+  std::uint32_t plan_generation = 0;   ///< +1 at each change of plan (profiling, closed loop)
+  bool refitted = false;               ///< the model was refitted after this iteration
+};
+
+/// The last refit of the closed loop (identical on every rank but measured_s / owner_wait_s).
+struct RefitReport {
+  std::uint64_t iteration = 0;         ///< the iteration after which it ran
+  std::size_t iterations_fitted = 0;   ///< measured iterations it used
+  double measured_s = 0.0;             ///< median measured iteration end on this rank
+  double owner_wait_s = 0.0;           ///< median of finish()'s wait on this rank
+  double predicted_current_s = 0.0;    ///< the plan in force, under the fitted model
+  double predicted_candidate_s = 0.0;  ///< the planner's new plan, under the fitted model
+  std::size_t candidate_groups = 0;
+  bool switched = false;  ///< the candidate replaced the plan
+  bool settled = false;   ///< no further refits
+  std::string model;      ///< the fitted model (describe())
+  /// The agreed points it fitted, per group of the plan it measured: elements, sparsify
+  /// (slowest rank's median) and allgather (fastest rank's median) seconds.
+  std::vector<std::uint64_t> group_numel;
+  std::vector<double> group_sparsify_s, group_allgather_s;
 };
 
 /// The measured side of the last iteration (rt.plan() is the predicted side).
@@ -192,6 +228,12 @@ class OMGS_EXPORT Runtime {
   const std::vector<LayerSpec>& layers() const noexcept;
   const PerfModel& perf_model() const noexcept;
   const CalibrationReport& calibration() const noexcept;
+  /// The closed loop's last refit (all zero before the first).
+  const RefitReport& last_refit() const noexcept;
+  /// Writes the model in force (after a refit: the fitted one) as alpha-beta JSON, the
+  /// format RuntimeOptions::perf_model reads. Throws omgs::Error for the reference model
+  /// or if the file cannot be written.
+  void save_perf_model(const std::string& path) const;
   const IterationStats& last_stats() const noexcept;
   /// last_stats(), measured() and progress_stats() together (copies; not for the hot path).
   RuntimeStats stats() const;

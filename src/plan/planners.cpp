@@ -9,8 +9,9 @@ namespace omgs {
 Planner parse_planner(std::string_view name) {
   for (Planner p : all_planners())
     if (to_string(p) == name) return p;
+  if (name == to_string(Planner::automatic)) return Planner::automatic;
   throw Error("omgs: unknown planner '" + std::string(name) +
-              "' (expected mgs, layerwise, single, threshold or optimal)");
+              "' (expected mgs, layerwise, single, threshold, optimal or automatic)");
 }
 
 std::string_view to_string(Planner planner) {
@@ -25,6 +26,8 @@ std::string_view to_string(Planner planner) {
       return "threshold";
     case Planner::optimal:
       return "optimal";
+    case Planner::automatic:
+      return "automatic";
   }
   return "?";
 }
@@ -214,6 +217,28 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
   return best;
 }
 
+namespace {
+
+/// Planner::automatic: every planner's plan, the lowest predicted iteration kept (ties:
+/// fewer groups, then the first in all_planners()), so every rank picks the same one.
+Plan plan_automatic(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                    const PlanConfig& config, const OptimalBudget& budget) {
+  Plan best;
+  bool have = false;
+  for (Planner p : all_planners()) {
+    if (p == Planner::threshold && config.threshold_numel == 0) continue;
+    Plan c = make_plan(p, layers, model, config, budget);
+    const double t = c.predicted.iteration_end_s, b = best.predicted.iteration_end_s;
+    if (!have || t < b || (t == b && c.groups.size() < best.groups.size())) {
+      best = std::move(c);
+      have = true;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
                const PlanConfig& config, const OptimalBudget& budget) {
   validate_layers(layers);
@@ -245,6 +270,8 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
       plan.status_note = std::move(r.note);
       return plan;
     }
+    case Planner::automatic:
+      return plan_automatic(layers, model, config, budget);
   }
   return make_plan_from_groups(planner, layers, std::move(groups), model, config);
 }

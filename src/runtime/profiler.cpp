@@ -9,9 +9,6 @@
 
 namespace omgs::detail {
 
-namespace {
-
-/// Gives every NaN entry of t the time per element of the others (0 if none is known).
 void fill_by_rate(const std::vector<LayerSpec>& layers, std::vector<double>& t) {
   double known_s = 0, known_numel = 0;
   for (std::size_t l = 0; l < layers.size(); ++l) {
@@ -23,8 +20,6 @@ void fill_by_rate(const std::vector<LayerSpec>& layers, std::vector<double>& t) 
     if (std::isnan(t[l]))
       t[l] = known_numel > 0 ? known_s / known_numel * static_cast<double>(layers[l].numel) : 0.0;
 }
-
-}  // namespace
 
 /// The measured pipeline of the iteration just finished, in the form of Plan::predicted,
 /// and its trace events. A layer whose compute time is unknown (the first ready() without
@@ -73,36 +68,17 @@ void RuntimeImpl::finish_timeline() noexcept {
   measured.non_overlapped_comm_s = std::max(0.0, measured.iteration_end_s - measured.compute_end_s);
 }
 
-/// After profiling: average the measured backward times over iterations and ranks (rank
-/// 0's reduction, broadcast, so every rank plans with bit-identical inputs), plan with the
-/// chosen planner, check the plan everywhere, and rebuild what depends on the groups.
-/// Collective; every rank calls it at the same iteration. On failure `profiling` stays
-/// true and the layer-wise plan is kept.
-void RuntimeImpl::replan() noexcept {
-  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::replan"));
-  const std::size_t L = layers.size();
+/// Collective: makes `next` the plan in force (checked identical on every rank) and
+/// rebuilds what depends on the groups: buffers and engine (idle: finish() waited for
+/// every group). On an error (agreed by every rank) the previous plan is restored, as far
+/// as possible, and the error rethrown.
+void RuntimeImpl::install_plan(Plan next) {
   const Plan previous = plan;
   try {
-    engine.reset();  // idle (finish() waited for every group); stops the thread first
-    std::vector<double> mean(L);
-    for (std::size_t l = 0; l < L; ++l)
-      mean[l] = bwd_count[l] > 0 ? bwd_sum[l] / bwd_count[l] : nan_s;
-    // A layer never measured (always the first ready() without begin_backward) gets the
-    // time per element of the others.
-    fill_by_rate(layers, mean);
-    const std::vector<double> sum = mean_from_root(comm, mean);
-    std::vector<LayerSpec> measured_layers = layers;
-    for (std::size_t l = 0; l < L; ++l) measured_layers[l].backward_s = sum[l];
-    const PlanConfig config{size, options.density, options.threshold_numel};
-    std::string err;
-    try {
-      plan = make_plan(options.planner, measured_layers, *model, config);
-    } catch (const std::exception& e) {
-      err = e.what();
-      plan = previous;
-    }
-    agree_on_error(comm, err, "omgs");
+    engine.reset();  // stops the thread first
+    plan = std::move(next);
     check_plan();
+    std::string err;
     try {
       check_sizes();
       allocate_groups();
@@ -110,32 +86,78 @@ void RuntimeImpl::replan() noexcept {
       err = e.what();
     }
     agree_on_error(comm, err, "omgs");
-    layers = std::move(measured_layers);
     start_engine();
-    profiling = false;
+    ++plan_generation;
   } catch (const std::exception& e) {
-    last_error = std::string("omgs: planning with the measured backward times failed (") +
-                 e.what() + "); communication stays layer-wise";
     try {
       plan = previous;
       allocate_groups();
       if (!engine) start_engine();
     } catch (const std::exception& e2) {
-      last_error += std::string("; restoring it failed too: ") + e2.what();
+      throw Error(std::string(e.what()) + "; restoring the previous plan failed too: " + e2.what());
     }
+    throw;
+  }
+}
+
+/// The layers with the backward times accumulated in bwd_sum / bwd_count, averaged over
+/// ranks on rank 0 and broadcast (bit-identical everywhere). Collective.
+std::vector<LayerSpec> RuntimeImpl::agreed_backward_times() const {
+  const std::size_t L = layers.size();
+  std::vector<double> mean(L);
+  for (std::size_t l = 0; l < L; ++l)
+    mean[l] = bwd_count[l] > 0 ? bwd_sum[l] / bwd_count[l] : nan_s;
+  // A layer never measured (always the first ready() without begin_backward) gets the
+  // time per element of the others.
+  fill_by_rate(layers, mean);
+  const std::vector<double> agreed = mean_from_root(comm, mean);
+  std::vector<LayerSpec> out = layers;
+  for (std::size_t l = 0; l < L; ++l) out[l].backward_s = agreed[l];
+  return out;
+}
+
+/// After profiling: average the measured backward times over iterations and ranks (rank
+/// 0's reduction, broadcast, so every rank plans with bit-identical inputs), plan with the
+/// chosen planner, check the plan everywhere, and rebuild what depends on the groups.
+/// Collective; every rank calls it at the same iteration. On failure `profiling` stays
+/// true and the layer-wise plan is kept.
+void RuntimeImpl::replan() noexcept {
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::replan"));
+  try {
+    std::vector<LayerSpec> measured_layers = agreed_backward_times();
+    const PlanConfig config{size, options.density, options.threshold_numel};
+    std::string err;
+    Plan next;
+    try {
+      next = make_plan(options.planner, measured_layers, *model, config);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    agree_on_error(comm, err, "omgs");
+    install_plan(std::move(next));
+    layers = std::move(measured_layers);
+    profiling = false;
+  } catch (const std::exception& e) {
+    last_error = std::string("omgs: planning with the measured backward times failed (") +
+                 e.what() + "); communication stays layer-wise";
   }
   Kokkos::Profiling::popRegion();
+}
+
+/// Adds this iteration's measured backward times to bwd_sum / bwd_count.
+void RuntimeImpl::accumulate_backward() noexcept {
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    if (l == estimated_layer) continue;  // not measured in this iteration
+    bwd_sum[l] += layer_bwd_s[l];
+    ++bwd_count[l];
+  }
 }
 
 /// After finish(): add this iteration's backward times; at the last profiled iteration
 /// (the same on every rank) replan. A failed replan keeps the layer-wise plan for good.
 void RuntimeImpl::accumulate_profile(IterationStats& st) noexcept {
   if (!profiling) return;
-  for (std::size_t l = 0; l < layers.size(); ++l) {
-    if (l == estimated_layer) continue;  // not measured in this iteration
-    bwd_sum[l] += layer_bwd_s[l];
-    ++bwd_count[l];
-  }
+  accumulate_backward();
   if (++profiled != options.profile_iterations) return;
   replan();
   st.replanned = !profiling;

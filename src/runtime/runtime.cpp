@@ -249,6 +249,7 @@ IterationStats RuntimeImpl::finish() noexcept {
   Kokkos::Profiling::popRegion();
   close_iteration(finish_start);
   accumulate_profile(current);
+  record_insitu(current);
   stats = current;
   return current;
 }
@@ -345,6 +346,9 @@ const PerfModel& Runtime::perf_model() const noexcept {
 }
 const CalibrationReport& Runtime::calibration() const noexcept {
   return impl_->calibration;
+}
+const RefitReport& Runtime::last_refit() const noexcept {
+  return impl_->last_refit;
 }
 const IterationStats& Runtime::last_stats() const noexcept {
   return impl_->stats;

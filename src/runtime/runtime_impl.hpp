@@ -83,7 +83,35 @@ struct ProfileState {
   Timeline measured;
 };
 
-enum class TraceKind : std::uint8_t { backward, sparsify, queue, allgather, aggregate, wait };
+/// The closed loop (insitu.cpp, refit.cpp): the measured timelines of the iterations since
+/// the last refit, in slots allocated at construction (capacity L groups each), so that
+/// recording them never allocates.
+struct LoopState {
+  std::vector<Timeline> window;     // refit_iterations slots
+  std::vector<double> window_wait;  // per slot: finish()'s wait
+  std::vector<double> window_bwd;   // per slot, L each: the layers' backward times (NaN: unknown)
+  std::size_t filled = 0;           // slots holding an iteration that finished ok
+  std::size_t since_refit = 0;      // iterations finished since (the same on every rank)
+  int replans = 0;
+  bool settled = false;
+  bool window_open = false;  // measuring (after profiling, if any)
+  std::uint32_t model_generation = 0, plan_generation = 0;
+  RefitReport last_refit;
+};
+
+/// Gives every NaN entry of t the time per element of the others (0 if none is known).
+void fill_by_rate(const std::vector<LayerSpec>& layers, std::vector<double>& t);
+
+enum class TraceKind : std::uint8_t {
+  backward,
+  sparsify,
+  queue,
+  allgather,
+  aggregate,
+  wait,
+  refit,   // the closed loop refitted the model (kept the plan)
+  replan,  // ... and switched plans
+};
 
 /// The Chrome trace (trace.cpp): a fixed buffer of events, written at the end.
 class TraceRecorder {
@@ -119,7 +147,7 @@ class TraceRecorder {
 /// the extension.
 std::string trace_file(const std::string& path, int rank, int size);
 
-class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState {
+class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopState {
  public:
   RuntimeImpl(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions options);
   ~RuntimeImpl();
@@ -173,7 +201,21 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState {
   // profiler.cpp: measured backward times, the measured timeline, the replan.
   void finish_timeline() noexcept;
   void accumulate_profile(IterationStats& st) noexcept;
+  void accumulate_backward() noexcept;
   void replan() noexcept;
+  std::vector<LayerSpec> agreed_backward_times() const;
+  void install_plan(Plan next);  // collective: check, rebuild the group buffers and engine
+  // insitu.cpp: the closed loop's measurements; refit.cpp: its refit and replan.
+  void start_loop();
+  void record_insitu(IterationStats& st) noexcept;
+  void reset_window() noexcept;
+  void refit() noexcept;
+  std::vector<double> measured_ends() const;
+  std::vector<double> agreed_fit(const std::vector<double>& prior,
+                                 std::vector<LayerSpec>& next_layers, RefitReport& rep);
+  std::vector<double> backward_medians() const;
+  void switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
+                   RefitReport& rep);
   void record(TraceKind kind, int group, double t0, double t1) noexcept {
     trace_.record(kind, iterations, group, t0, t1);
   }

@@ -46,6 +46,17 @@ void read_seconds(const char* name, double& seconds) {
   seconds = t;
 }
 
+/// A count >= 0 from environment variable `name`, if set; throws naming it.
+void read_count(const char* name, int& count) {
+  const char* v = env_value(name);
+  if (v == nullptr) return;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 0 || n > 1000000)
+    throw Error(std::string("omgs: ") + name + "='" + v + "' is not a count in [0, 1000000]");
+  count = static_cast<int>(n);
+}
+
 /// Applies the OMGS_* environment variables to the options (they win), and checks every
 /// value; throws omgs::Error naming the variable.
 void apply_environment(RuntimeOptions& o) {
@@ -55,6 +66,15 @@ void apply_environment(RuntimeOptions& o) {
   if (const char* v = env_value("OMGS_TRACE")) o.trace_path = v;
   read_seconds("OMGS_TIMEOUT_S", o.wait_timeout_s);
   read_seconds("OMGS_SHUTDOWN_TIMEOUT_S", o.shutdown_timeout_s);
+  read_count("OMGS_REFIT_ITERATIONS", o.refit_iterations);
+  read_count("OMGS_MAX_REPLANS", o.max_replans);
+  if (const char* v = env_value("OMGS_REPLAN_MIN_GAIN")) {
+    char* end = nullptr;
+    o.replan_min_gain = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !std::isfinite(o.replan_min_gain) || o.replan_min_gain < 0)
+      throw Error(std::string("omgs: OMGS_REPLAN_MIN_GAIN='") + v +
+                  "' is not a number >= 0 (a fraction of the predicted iteration)");
+  }
   if (const char* v = env_value("OMGS_ON_TIMEOUT")) {
     const std::string a = v;
     if (a == "report")
@@ -115,6 +135,7 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
     check_sizes();
     allocate_layers();
     allocate_groups();
+    start_loop();
   } catch (const Error& e) {
     err = e.what();
   }
@@ -176,6 +197,12 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
       throw Error("omgs: shutdown_timeout_s must be a positive number of seconds");
     if (!(options.watchdog_query_s > 0) || !std::isfinite(options.watchdog_query_s))
       throw Error("omgs: watchdog_query_s must be a positive number of seconds");
+    if (options.refit_iterations < 0 || options.max_replans < 0)
+      throw Error("omgs: refit_iterations and max_replans must be >= 0 (they are " +
+                  std::to_string(options.refit_iterations) + " and " +
+                  std::to_string(options.max_replans) + ")");
+    if (!(options.replan_min_gain >= 0) || !std::isfinite(options.replan_min_gain))
+      throw Error("omgs: replan_min_gain must be a finite number >= 0");
     bool all_zero = true;
     for (const LayerSpec& l : layers) all_zero = all_zero && l.backward_s == 0.0;
     measuring = options.backward_times == BackwardTimes::measure ||
@@ -223,7 +250,10 @@ void RuntimeImpl::check_agreement() {
                                            options.threshold_numel,
                                            perf,
                                            measuring ? 1u : 0u,
-                                           static_cast<std::uint64_t>(options.profile_iterations)};
+                                           static_cast<std::uint64_t>(options.profile_iterations),
+                                           static_cast<std::uint64_t>(options.refit_iterations),
+                                           static_cast<std::uint64_t>(options.max_replans),
+                                           double_bits(options.replan_min_gain)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -248,7 +278,10 @@ void RuntimeImpl::check_agreement() {
                         "threshold_numel",
                         "perf_model",
                         "backward_times (measured on some ranks, given on others)",
-                        "profile_iterations"};
+                        "profile_iterations",
+                        "refit_iterations",
+                        "max_replans",
+                        "replan_min_gain"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +

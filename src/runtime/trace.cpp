@@ -24,6 +24,10 @@ const char* trace_name(TraceKind k) {
       return "aggregate";
     case TraceKind::wait:
       return "finish wait";
+    case TraceKind::refit:
+      return "refit (plan kept)";
+    case TraceKind::replan:
+      return "refit and replan";
   }
   return "?";
 }

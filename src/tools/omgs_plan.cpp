@@ -19,7 +19,7 @@ namespace {
 constexpr const char* usage_text =
     "usage: omgs-plan --model FILE.csv --workers P --density D\n"
     "                 [--perf reference|FILE.json] [--planner "
-    "mgs|layerwise|single|threshold|optimal|all]\n"
+    "mgs|layerwise|single|threshold|optimal|automatic|all]\n"
     "                 [--threshold NUMEL] [--format table|json] [--svg FILE.svg]\n"
     "\n"
     "Groups the gradient tensors of a model (CSV: header name,numel,backward_s; one row per\n"

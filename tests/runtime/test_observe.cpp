@@ -241,7 +241,10 @@ TEST_CASE("bad OMGS_* environment values on one rank fail every rank with their 
                         {"OMGS_SHUTDOWN_TIMEOUT_S", "0", "OMGS_SHUTDOWN_TIMEOUT_S='0'"},
                         {"OMGS_PROGRESS_CPU", "first", "OMGS_PROGRESS_CPU"},
                         {"OMGS_GPU_AWARE_MPI", "maybe", "OMGS_GPU_AWARE_MPI"},
-                        {"OMGS_TRACE", "/nonexistent-dir/t.json", "cannot write the trace file"}};
+                        {"OMGS_TRACE", "/nonexistent-dir/t.json", "cannot write the trace file"},
+                        {"OMGS_REFIT_ITERATIONS", "-2", "OMGS_REFIT_ITERATIONS='-2'"},
+                        {"OMGS_MAX_REPLANS", "two", "OMGS_MAX_REPLANS='two'"},
+                        {"OMGS_REPLAN_MIN_GAIN", "-0.1", "OMGS_REPLAN_MIN_GAIN='-0.1'"}};
   for (const Case& c : cases) {
     INFO(c.var << "=" << c.value);
     EnvGuard env(c.var, c.value, last);

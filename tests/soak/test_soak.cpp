@@ -49,6 +49,11 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   opt.density = 0.02;
   opt.perf_model = "calibrate";
   opt.planner = omgs::Planner::optimal;
+  // The closed loop too: refits (and plan switches) in the first iterations, then settled;
+  // from iteration 10 on it must allocate nothing either.
+  opt.refit_iterations = 3;
+  opt.max_replans = 2;
+  opt.replan_min_gain = 0.0;
   const std::vector<omgs::LayerSpec> layers = {{"embed", 2048, 2e-4}, {"conv", 777, 1e-4},
                                                {"bn", 16, 1e-6},      {"fc1", 3000, 3e-4},
                                                {"fc2", 500, 5e-5},    {"out", 10, 1e-6}};
@@ -70,6 +75,7 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   long rss_start = 0;
   long allocs = 0;
   std::size_t failures = 0;
+  int refits = 0;
   for (int it = 0; it < iterations; ++it) {
     if (it == iterations / 10) rss_start = rss_kib();
     // Some iterations scale the gradient up or down by orders of magnitude.
@@ -89,6 +95,8 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
     if (st.status != omgs::Status::ok) {
       FAIL("iteration " << it << ": " << rt.last_error());
     }
+    refits += st.refitted;
+    if (st.refitted && it >= 10) FAIL("iteration " << it << ": the closed loop did not settle");
     // Per rank, exact: each element was either kept (residual = old residual + gradient,
     // as the float sum) or sent (residual 0, the sum went out). Exactly k per group sent.
     double sent_sum = 0.0;
@@ -126,6 +134,10 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
                         << " of k = " << k_total << ", P*aggregated " << agg_sum
                         << " vs sent by all " << global[0]);
     }
+    if (st.replanned) {  // the closed loop switched plans: new groups, new k from now on
+      k_total = 0;
+      for (std::size_t g = 0; g < rt.plan().groups.size(); ++g) k_total += rt.group_k(g);
+    }
   }
   const long rss_end = rss_kib();
   INFO("resident memory " << rss_start << " KiB at iteration " << iterations / 10 << ", " << rss_end
@@ -135,9 +147,11 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   CHECK(rss_end - rss_start < 4096);
 #endif
   CHECK(rt.last_stats().iteration == static_cast<std::uint64_t>(iterations - 1));
+  CHECK(refits >= 1);  // the closed loop ran (and settled: no refit from iteration 10 on)
+  CHECK(rt.last_refit().settled);
   if (rank == 0)
     std::printf(
         "soak: %d iterations on %d ranks, %ld heap allocations in ready/finish, RSS %ld -> %ld "
-        "KiB\n",
-        iterations, P, allocs, rss_start, rss_end);
+        "KiB; closed loop: %d refits, %u plan changes\n",
+        iterations, P, allocs, rss_start, rss_end, refits, rt.last_stats().plan_generation);
 }

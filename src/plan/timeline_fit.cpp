@@ -1,0 +1,81 @@
+// The performance model fitted to measured timelines (see timeline_fit.hpp).
+#include "plan/timeline_fit.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace omgs::detail {
+
+GroupCosts group_costs(const Timeline& t, std::size_t g) {
+  const GroupTiming& gt = t.groups[g];
+  GroupCosts c;
+  c.backward_s = std::max(0.0, gt.topk_start_s - gt.backward_start_s);
+  c.sparsify_s = std::max(0.0, gt.topk_end_s - gt.topk_start_s);
+  const double start =
+      g == 0 ? gt.comm_start_s : std::max(gt.comm_start_s, t.groups[g - 1].comm_end_s);
+  c.allgather_s = std::max(0.0, gt.comm_end_s - start);
+  return c;
+}
+
+namespace {
+
+/// y ~ c0 + c1 x in relative error (weights 1 / y^2), or with one distinct x the slope
+/// through the prior's intercept (capped at the smallest y).
+LinearFit fit_relative(const std::vector<double>& x, const std::vector<double>& y,
+                       std::size_t sizes, double prior_c0) {
+  if (sizes >= 2) {
+    std::vector<double> w(y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) w[i] = y[i] > 0 ? 1.0 / (y[i] * y[i]) : 1.0;
+    return fit_nonnegative(x, y, w);
+  }
+  LinearFit f;
+  f.c0 = std::max(0.0, std::min(prior_c0, minimum(y)));
+  double slope = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) slope += x[i] > 0 ? (y[i] - f.c0) / x[i] : 0.0;
+  f.c1 = std::max(0.0, slope / static_cast<double>(x.size()));
+  return f;
+}
+
+}  // namespace
+
+GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::size_t count) {
+  GroupPoints p;
+  std::vector<double> sparsify(count), allgather(count);
+  for (std::size_t g = 0; g < groups; ++g) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const GroupCosts c = group_costs(timelines[i], g);
+      sparsify[i] = c.sparsify_s;
+      allgather[i] = c.allgather_s;
+    }
+    p.sparsify_s.push_back(median(sparsify));
+    p.allgather_s.push_back(median(allgather));
+  }
+  return p;
+}
+
+TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
+                       double density, const LinearFit& prior_topk,
+                       const LinearFit& prior_allgather) {
+  std::vector<double> n, bytes;
+  std::set<std::uint64_t> distinct;
+  for (const Group& g : groups) {
+    n.push_back(static_cast<double>(g.numel));
+    bytes.push_back(AlphaBetaModel::bytes_received(g.numel, workers, density));
+    distinct.insert(g.numel);
+  }
+  TimelineFit f;
+  f.sizes = distinct.size();
+  f.intercepts_fitted = f.sizes >= 2;
+  f.topk = fit_relative(n, points.sparsify_s, f.sizes, prior_topk.c0);
+  f.allgather = fit_relative(bytes, points.allgather_s, f.sizes, prior_allgather.c0);
+  return f;
+}
+
+TimelineFit fit_timelines(const std::vector<Group>& groups, const Timeline* timelines,
+                          std::size_t count, int workers, double density,
+                          const LinearFit& prior_topk, const LinearFit& prior_allgather) {
+  return fit_points(groups, group_medians(groups.size(), timelines, count), workers, density,
+                    prior_topk, prior_allgather);
+}
+
+}  // namespace omgs::detail

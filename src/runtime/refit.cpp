@@ -1,0 +1,160 @@
+// The closed loop's refit and replan: the performance model fitted to the window's
+// measured timelines (plan/timeline_fit.hpp) on points agreed across ranks (backward times
+// included), so that every rank plans with bit-identical inputs;
+// the plan switches only for a predicted gain of at least replan_min_gain.
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include <omgs/detail/kokkos_helpers.hpp>
+
+#include "plan/timeline_fit.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace omgs::detail {
+
+namespace {
+
+/// The coefficients {topk c0, c1, allgather alpha, beta} of the model in force, the prior
+/// of a fit that cannot separate intercepts (zeros for the reference model).
+std::vector<double> coefficients_of(const PerfModel& model, int workers) {
+  const auto* ab = dynamic_cast<const AlphaBetaModel*>(&model);
+  if (ab == nullptr || ab->topk_form() != TopkForm::linear) return {0.0, 0.0, 0.0, 0.0};
+  const auto it = ab->allgather_table().find(workers);
+  if (it == ab->allgather_table().end()) return {ab->topk_c0_s(), ab->topk_c1_s(), 0.0, 0.0};
+  return {ab->topk_c0_s(), ab->topk_c1_s(), it->second.alpha_s, it->second.beta_s_per_byte};
+}
+
+}  // namespace
+
+/// Collective, at the same iteration on every rank. A failure (agreed by every rank: every
+/// input of a decision is identical everywhere) keeps the plan and settles the loop.
+void RuntimeImpl::refit() noexcept {
+  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::refit"));
+  const double t0 = now_s();
+  RefitReport rep;
+  rep.iteration = iterations - 1;
+  rep.iterations_fitted = filled;
+  try {
+    const std::vector<double> prior = coefficients_of(*model, size);
+    std::vector<LayerSpec> next_layers = layers;
+    const std::vector<double> c = agreed_fit(prior, next_layers, rep);
+    auto fitted = std::make_unique<AlphaBetaModel>(TopkForm::linear, c[0], c[1],
+                                                   std::map<int, AlphaBeta>{{size, {c[2], c[3]}}});
+    switch_plan(std::move(fitted), std::move(next_layers), rep);
+  } catch (const std::exception& e) {
+    last_error = std::string("omgs: the closed loop's refit failed (") + e.what() +
+                 "); the plan in force is kept and the loop stopped";
+    settled = true;
+  }
+  rep.settled = settled;
+  last_refit = std::move(rep);
+  record(last_refit.switched ? TraceKind::replan : TraceKind::refit, -1, t0, now_s());
+  Kokkos::Profiling::popRegion();
+}
+
+/// The fitted coefficients {topk c0, c1, allgather alpha, beta} and the layers' backward
+/// times (into next_layers), identical on every rank. The points are agreed first, in one
+/// allreduce of medians over the window: per layer the slowest rank's backward and per
+/// group its sparsify (the slowest rank sets the pace: a group's allgather starts when the
+/// last rank posts it), and per group the fastest rank's allgather (the others' include
+/// waiting for the last rank to post, a skew of compute, not a cost of the network).
+/// Collective.
+std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
+                                            std::vector<LayerSpec>& next_layers, RefitReport& rep) {
+  const std::size_t L = layers.size(), G = plan.groups.size();
+  GroupPoints p;
+  p.sparsify_s.assign(G, 0.0);  // a rank without a measured iteration defers to the others
+  p.allgather_s.assign(G, std::numeric_limits<double>::infinity());
+  std::vector<double> all = backward_medians();  // L, then sparsify (G), then -allgather (G)
+  if (filled > 0) {
+    p = group_medians(G, window.data(), filled);
+    rep.measured_s = median(measured_ends());
+    rep.owner_wait_s = median({window_wait.begin(), window_wait.begin() + filled});
+  }
+  all.insert(all.end(), p.sparsify_s.begin(), p.sparsify_s.end());
+  for (double a : p.allgather_s) all.push_back(-a);
+  max_over_ranks(comm, all);
+  for (std::size_t l = 0; l < L; ++l) next_layers[l].backward_s = all[l];
+  for (std::size_t g = 0; g < G; ++g) {
+    p.sparsify_s[g] = all[L + g];
+    p.allgather_s[g] = -all[L + G + g];
+  }
+  for (const Group& g : plan.groups) rep.group_numel.push_back(g.numel);
+  rep.group_sparsify_s = p.sparsify_s;
+  rep.group_allgather_s = p.allgather_s;
+  const TimelineFit f =
+      fit_points(plan.groups, p, size, options.density, {prior[0], prior[1]}, {prior[2], prior[3]});
+  std::vector<double> c = {f.topk.c0, f.topk.c1, f.allgather.c0, f.allgather.c1};
+  max_over_ranks(comm, c);  // identical already (same points, same code): made certain
+  return c;
+}
+
+/// Per layer the median of its measured backward times in the window; a layer never
+/// measured gets the time per element of the others (0 for all without a measurement).
+std::vector<double> RuntimeImpl::backward_medians() const {
+  const std::size_t L = layers.size();
+  std::vector<double> out(L, nan_s), v;
+  for (std::size_t l = 0; l < L; ++l) {
+    v.clear();
+    for (std::size_t i = 0; i < filled; ++i)
+      if (!std::isnan(window_bwd[i * L + l])) v.push_back(window_bwd[i * L + l]);
+    if (!v.empty()) out[l] = median(v);
+  }
+  fill_by_rate(layers, out);
+  return out;
+}
+
+/// The measured iteration ends of the window's filled slots.
+std::vector<double> RuntimeImpl::measured_ends() const {
+  std::vector<double> ends;
+  for (std::size_t i = 0; i < filled; ++i) ends.push_back(window[i].iteration_end_s);
+  return ends;
+}
+
+/// The fitted model and backward times replace the ones in force; the configured
+/// planner's plan replaces the current one if it is predicted (under the fitted model)
+/// to gain at least replan_min_gain, within max_replans. Collective.
+void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
+                              RefitReport& rep) {
+  const PlanConfig config{size, options.density, options.threshold_numel};
+  Plan current = make_plan_from_groups(plan.planner, next_layers, plan.groups, *fitted, config);
+  current.status = plan.status;
+  current.gap_bound_s = plan.gap_bound_s;
+  current.status_note = plan.status_note;
+  Plan candidate = make_plan(options.planner, next_layers, *fitted, config);
+  rep.predicted_current_s = current.predicted.iteration_end_s;
+  rep.predicted_candidate_s = candidate.predicted.iteration_end_s;
+  rep.candidate_groups = candidate.groups.size();
+  rep.model = fitted->describe();
+  bool same = candidate.groups.size() == plan.groups.size();
+  for (std::size_t g = 0; same && g < plan.groups.size(); ++g)
+    same = candidate.groups[g].begin == plan.groups[g].begin;
+  const double gain = rep.predicted_current_s - rep.predicted_candidate_s;
+  rep.switched = !same && replans < options.max_replans &&
+                 gain >= options.replan_min_gain * rep.predicted_current_s;
+  model = std::move(fitted);
+  ++model_generation;
+  layers = std::move(next_layers);
+  if (rep.switched) {
+    install_plan(std::move(candidate));
+    ++replans;
+  } else {
+    plan = std::move(current);  // same groups: the buffers stay
+  }
+  settled = !rep.switched || replans >= options.max_replans;
+}
+
+}  // namespace omgs::detail
+
+namespace omgs {
+
+void Runtime::save_perf_model(const std::string& path) const {
+  const auto* ab = dynamic_cast<const AlphaBetaModel*>(impl_->model.get());
+  if (ab == nullptr)
+    throw Error("omgs::Runtime::save_perf_model: the model in force is not an alpha-beta model (" +
+                impl_->model->describe() + "); calibrate, or refit it with refit_iterations > 0");
+  ab->save(path);
+}
+
+}  // namespace omgs

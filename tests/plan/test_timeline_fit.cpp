@@ -1,0 +1,126 @@
+// The closed loop's fit (src/plan/timeline_fit.hpp): known costs recovered from synthetic
+// timelines, without MPI or Kokkos.
+#include <cmath>
+#include <map>
+#include <random>
+#include <vector>
+
+#include <omgs/plan.hpp>
+
+#include "omgs_catch.hpp"
+#include "plan/timeline_fit.hpp"
+
+using omgs::detail::fit_timelines;
+using omgs::detail::group_costs;
+using omgs::detail::TimelineFit;
+
+namespace {
+
+std::vector<omgs::LayerSpec> layers_of(std::size_t L) {
+  std::vector<omgs::LayerSpec> layers;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<std::uint64_t> numel(1000, 4000000);
+  for (std::size_t l = 0; l < L; ++l)
+    layers.push_back({"l" + std::to_string(l), numel(rng), 1e-4 * static_cast<double>(l % 5)});
+  return layers;
+}
+
+// The model the "run" pays: 80 us per group plus 2 ns per element for top-k; 300 us plus
+// 1 ns per byte (1 GB/s) for the allgather of 4 workers.
+const omgs::AlphaBetaModel truth(omgs::TopkForm::linear, 80e-6, 2e-9,
+                                 std::map<int, omgs::AlphaBeta>{{4, {300e-6, 1e-9}}});
+const omgs::PlanConfig config{4, 0.01, 8192};
+
+}  // namespace
+
+TEST_CASE("group_costs reads the timeline model's terms back", "[plan][fit][closed-loop]") {
+  const auto layers = layers_of(6);
+  const omgs::Plan p = omgs::make_plan(omgs::Planner::layerwise, layers, truth, config);
+  for (std::size_t g = 0; g < p.groups.size(); ++g) {
+    const auto c = group_costs(p.predicted, g);
+    CHECK(c.sparsify_s == Approx(truth.topk_s(p.groups[g].numel)).epsilon(1e-9));
+    CHECK(c.allgather_s == Approx(truth.allgather_s(p.groups[g].numel, 4, 0.01)).epsilon(1e-9));
+    CHECK(c.backward_s == Approx(layers[p.groups[g].begin].backward_s).margin(1e-15));
+  }
+}
+
+TEST_CASE("the fit recovers known top-k and allgather costs from timelines",
+          "[plan][fit][closed-loop]") {
+  const auto layers = layers_of(40);
+  const omgs::Plan p = omgs::make_plan(omgs::Planner::layerwise, layers, truth, config);
+  // Seven iterations; two of them are disturbed (a slow top-k, a slow network): the median
+  // per group ignores them.
+  std::vector<omgs::Timeline> runs(7, p.predicted);
+  for (auto& g : runs[2].groups) g.topk_end_s += 0.05;
+  for (auto& g : runs[5].groups) g.comm_end_s += 0.02;
+  const TimelineFit f = fit_timelines(p.groups, runs.data(), runs.size(), 4, 0.01, {}, {});
+  CHECK(f.sizes == 40);
+  CHECK(f.intercepts_fitted);
+  CHECK(f.topk.c0 == Approx(80e-6).epsilon(1e-6));
+  CHECK(f.topk.c1 == Approx(2e-9).epsilon(1e-6));
+  CHECK(f.allgather.c0 == Approx(300e-6).epsilon(1e-6));
+  CHECK(f.allgather.c1 == Approx(1e-9).epsilon(1e-6));
+}
+
+TEST_CASE("the fit survives noise on every point", "[plan][fit][closed-loop]") {
+  const auto layers = layers_of(60);
+  const omgs::Plan p = omgs::make_plan(omgs::Planner::layerwise, layers, truth, config);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> jitter(1.0, 1.1);  // measured costs are 0-10% high
+  std::vector<omgs::Timeline> runs(5);
+  for (auto& run : runs) {
+    // Each group's costs scaled by its own factor, laid out as the run would (serialized).
+    run = p.predicted;
+    double compute = 0, comm = 0;
+    for (std::size_t g = 0; g < p.groups.size(); ++g) {
+      const auto c = group_costs(p.predicted, g);
+      auto& t = run.groups[g];
+      t.backward_start_s = compute;
+      t.topk_start_s = compute + c.backward_s;
+      t.topk_end_s = t.topk_start_s + c.sparsify_s * jitter(rng);
+      t.comm_start_s = t.topk_end_s;
+      t.comm_end_s = std::max(comm, t.topk_end_s) + c.allgather_s * jitter(rng);
+      compute = t.topk_end_s;
+      comm = t.comm_end_s;
+    }
+  }
+  const TimelineFit f = fit_timelines(p.groups, runs.data(), runs.size(), 4, 0.01, {}, {});
+  CHECK(f.topk.c0 == Approx(80e-6 * 1.05).epsilon(0.08));
+  CHECK(f.topk.c1 == Approx(2e-9 * 1.05).epsilon(0.08));
+  CHECK(f.allgather.c0 == Approx(300e-6 * 1.05).epsilon(0.08));
+  CHECK(f.allgather.c1 == Approx(1e-9 * 1.05).epsilon(0.08));
+}
+
+TEST_CASE("one group: the intercepts come from the prior, the slopes are fitted",
+          "[plan][fit][closed-loop]") {
+  const auto layers = layers_of(10);
+  const omgs::Plan p = omgs::make_plan(omgs::Planner::single, layers, truth, config);
+  std::vector<omgs::Timeline> runs(3, p.predicted);
+  const TimelineFit f =
+      fit_timelines(p.groups, runs.data(), runs.size(), 4, 0.01, {80e-6, 0.0}, {300e-6, 0.0});
+  CHECK(f.sizes == 1);
+  CHECK_FALSE(f.intercepts_fitted);
+  CHECK(f.topk.c0 == 80e-6);
+  CHECK(f.topk.c1 == Approx(2e-9).epsilon(1e-9));
+  CHECK(f.allgather.c0 == 300e-6);
+  CHECK(f.allgather.c1 == Approx(1e-9).epsilon(1e-9));
+  // A prior above the measured cost is capped at it (the slope cannot go negative).
+  const TimelineFit g = fit_timelines(p.groups, runs.data(), 1, 4, 0.01, {1.0, 0.0}, {1.0, 0.0});
+  CHECK(g.topk.c0 == Approx(truth.topk_s(p.groups[0].numel)));
+  CHECK(g.topk.c1 == 0.0);
+}
+
+TEST_CASE("a fitted model plans: the closed loop's mgs equals mgs on the true model",
+          "[plan][fit][closed-loop]") {
+  const auto layers = layers_of(30);
+  const omgs::Plan lw = omgs::make_plan(omgs::Planner::layerwise, layers, truth, config);
+  std::vector<omgs::Timeline> runs(3, lw.predicted);
+  const TimelineFit f = fit_timelines(lw.groups, runs.data(), runs.size(), 4, 0.01, {}, {});
+  const omgs::AlphaBetaModel fitted(omgs::TopkForm::linear, f.topk.c0, f.topk.c1,
+                                    {{4, {f.allgather.c0, f.allgather.c1}}});
+  const omgs::Plan a = omgs::make_plan(omgs::Planner::mgs, layers, fitted, config);
+  const omgs::Plan b = omgs::make_plan(omgs::Planner::mgs, layers, truth, config);
+  REQUIRE(a.groups.size() == b.groups.size());
+  for (std::size_t g = 0; g < a.groups.size(); ++g) CHECK(a.groups[g].begin == b.groups[g].begin);
+  CHECK(a.predicted.iteration_end_s == Approx(b.predicted.iteration_end_s).epsilon(1e-6));
+}

@@ -1,0 +1,186 @@
+// The closed loop (RuntimeOptions::refit_iterations): in-situ costs, refit agreed by every
+// rank, bounded replans, and the stats and outputs that show it.
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <omgs/runtime.hpp>
+
+#include "omgs_catch.hpp"
+#include "runtime_test_support.hpp"
+
+using omgs_test::fill_gradient;
+using omgs_test::read_file;
+using omgs_test::spin_for;
+using omgs_test::world_rank;
+
+namespace {
+
+std::vector<omgs::LayerSpec> timed_layers() {
+  return {{"embed", 40000, 1e-3}, {"conv1", 15000, 5e-4},    {"bn1", 32, 1e-5},
+          {"conv2", 60000, 1e-3}, {"fc.weight", 9000, 3e-4}, {"fc.bias", 10, 1e-5}};
+}
+
+/// One iteration; every rank's backward is slower by its own delay (rank r: r ms per
+/// layer), so the measured costs differ per rank.
+omgs::IterationStats run_iteration(omgs::Runtime& rt, std::mt19937& rng) {
+  std::vector<float> g;
+  rt.begin_backward();
+  for (std::size_t l = rt.num_layers(); l-- > 0;) {
+    spin_for(1e-3 * (1 + world_rank()));
+    fill_gradient(rt, l, rng, g);
+    REQUIRE(rt.ready(l) == omgs::Status::ok);
+  }
+  return rt.finish();
+}
+
+/// True if x is the same on every rank (compared bit for bit through a hash).
+bool same_everywhere(const std::string& x) {
+  const unsigned long long h = std::hash<std::string>{}(x);
+  unsigned long long lo = 0, hi = 0;
+  MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+
+std::string plan_text(const omgs::Runtime& rt) {
+  std::string s;
+  for (const omgs::Group& g : rt.plan().groups) s += std::to_string(g.begin) + ",";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("closed loop: every rank refits to the same model and ends with the same plan",
+          "[runtime][closed-loop]") {
+  omgs::RuntimeOptions opt;
+  opt.density = 0.01;
+  opt.perf_model = "reference";  // far from this machine: the refit has something to correct
+  opt.refit_iterations = 3;
+  opt.max_replans = 2;
+  opt.replan_min_gain = 0.0;
+  const std::string trace = "closed_loop_trace.%r.json";
+  opt.trace_path = trace;
+  std::mt19937 rng(3 + world_rank());
+  int refits = 0, replans = 0;
+  {
+    omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+    CHECK(rt.last_refit().iterations_fitted == 0);
+    std::uint32_t last_model = 0;
+    for (int it = 0; it < 15; ++it) {
+      const omgs::IterationStats st = run_iteration(rt, rng);
+      REQUIRE(st.status == omgs::Status::ok);
+      CHECK(st.predicted_s > 0);
+      CHECK(st.measured_s > 0);
+      CHECK(st.model_generation >= last_model);
+      last_model = st.model_generation;
+      refits += st.refitted;
+      replans += st.replanned;
+      // A refit comes at the end of each window of 3 iterations, until settled.
+      if (st.refitted) CHECK((it + 1) % 3 == 0);
+      CHECK(same_everywhere(plan_text(rt)));
+    }
+    // Bounded: at most max_replans switches, hence at most max_replans + 1 refits.
+    CHECK(refits >= 1);
+    CHECK(replans <= opt.max_replans);
+    CHECK(refits <= opt.max_replans + 1);
+    CHECK(rt.last_refit().settled);
+    CHECK(rt.last_refit().iterations_fitted == 3);
+    CHECK(rt.last_stats().model_generation == static_cast<std::uint32_t>(refits));
+    CHECK(rt.last_stats().plan_generation == static_cast<std::uint32_t>(replans));
+    // The fitted model is the same on every rank although each rank measured its own
+    // costs, and it saves in the format perf_model reads.
+    const std::string path = "closed_loop_model." + std::to_string(world_rank()) + ".json";
+    rt.save_perf_model(path);
+    const std::string json = read_file(path);
+    CHECK(same_everywhere(json));
+    CHECK(same_everywhere(rt.last_refit().model));
+    const omgs::AlphaBetaModel back = omgs::AlphaBetaModel::load(path);
+    CHECK(back.topk_s(1000) == rt.perf_model().topk_s(1000));
+    {  // ... and a later run starts from it (one file: the option must agree on all ranks)
+      const std::string shared = "closed_loop_model.json";
+      if (world_rank() == 0) rt.save_perf_model(shared);
+      MPI_Barrier(MPI_COMM_WORLD);
+      omgs::RuntimeOptions later;
+      later.density = opt.density;
+      later.perf_model = shared;
+      omgs::Runtime rt2(MPI_COMM_WORLD, timed_layers(), later);
+      CHECK(rt2.perf_model().topk_s(12345) == rt.perf_model().topk_s(12345));
+      CHECK(rt2.perf_model().allgather_s(12345, omgs_test::world_size(), opt.density) ==
+            rt.perf_model().allgather_s(12345, omgs_test::world_size(), opt.density));
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (world_rank() == 0) std::remove(shared.c_str());
+    }
+    // The layers' backward times were refitted to the measured ones (mean over ranks).
+    CHECK(rt.layers()[0].backward_s > 0.5e-3);
+    CHECK(same_everywhere(std::to_string(rt.layers()[0].backward_s)));
+    std::remove(path.c_str());
+  }
+  // The trace marks each refit.
+  const std::string trace_of_rank = "closed_loop_trace." + std::to_string(world_rank()) + ".json";
+  const std::string text = read_file(trace_of_rank);
+  std::remove(trace_of_rank.c_str());
+  CHECK(omgs_test::count_of(text, "refit") == static_cast<std::size_t>(refits));
+  CHECK(omgs_test::count_of(text, "refit and replan") == static_cast<std::size_t>(replans));
+}
+
+TEST_CASE("closed loop: max_replans = 0 refits once and never switches", "[runtime][closed-loop]") {
+  omgs::RuntimeOptions opt;
+  opt.density = 0.01;
+  opt.perf_model = "reference";
+  opt.refit_iterations = 2;
+  opt.max_replans = 0;
+  opt.replan_min_gain = 0.0;
+  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  const std::string before = plan_text(rt);
+  std::mt19937 rng(9);
+  int refits = 0;
+  for (int it = 0; it < 8; ++it) {
+    const omgs::IterationStats st = run_iteration(rt, rng);
+    REQUIRE(st.status == omgs::Status::ok);
+    CHECK_FALSE(st.replanned);
+    refits += st.refitted;
+  }
+  CHECK(refits == 1);
+  CHECK(plan_text(rt) == before);
+  CHECK(rt.last_refit().settled);
+  CHECK_FALSE(rt.last_refit().switched);
+}
+
+TEST_CASE("closed loop: OMGS_REFIT_ITERATIONS turns it on", "[runtime][closed-loop]") {
+  setenv("OMGS_REFIT_ITERATIONS", "2", 1);
+  setenv("OMGS_MAX_REPLANS", "0", 1);
+  omgs::RuntimeOptions opt;
+  opt.perf_model = "reference";
+  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  unsetenv("OMGS_REFIT_ITERATIONS");
+  unsetenv("OMGS_MAX_REPLANS");
+  std::mt19937 rng(4);
+  CHECK_FALSE(run_iteration(rt, rng).refitted);
+  CHECK(run_iteration(rt, rng).refitted);
+  CHECK(rt.last_refit().settled);  // max_replans 0
+  CHECK(rt.last_stats().model_generation == 1);
+}
+
+TEST_CASE("closed loop options: bad values fail every rank with their name",
+          "[runtime][closed-loop]") {
+  omgs::RuntimeOptions opt;
+  opt.perf_model = "reference";
+  opt.refit_iterations = world_rank() == 0 ? -1 : 3;
+  CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, timed_layers(), opt),
+                    Catch::Contains(world_rank() == 0 ? "refit_iterations" : "rank 0"));
+  opt.refit_iterations = 3;
+  opt.replan_min_gain = world_rank() == 0 ? 0.05 : 0.1;  // differs between ranks
+  if (omgs_test::world_size() > 1)
+    CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, timed_layers(), opt),
+                      Catch::Contains("replan_min_gain"));
+  opt.replan_min_gain = 0.05;
+  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);  // the reference model can't be saved
+  CHECK_THROWS_WITH(rt.save_perf_model("never.json"), Catch::Contains("alpha-beta"));
+}
