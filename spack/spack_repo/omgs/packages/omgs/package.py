@@ -55,6 +55,29 @@ class Omgs(CMakePackage, CudaPackage, ROCmPackage):
 
     conflicts("+cuda", when="+rocm", msg="choose one device backend")
 
+    # Kokkos Kernels serves omgs-train-mlp: KokkosBlas::gemm on float, LayoutRight views, in
+    # the default execution space. Kokkos Kernels instantiates kernels ahead of time (ETI)
+    # per scalar, layout and execution/memory space; the builtin recipe's defaults
+    # (scalars=double layouts=left, no execspace_*) cover none of these calls, which are then
+    # compiled inside the example: compile time, not a link error (KokkosKernels_ETI_ONLY is
+    # off). +kernels_eti asks for them; ~kernels_eti accepts any Kokkos Kernels (an external).
+    variant(
+        "kernels_eti",
+        default=True,
+        when="+examples",
+        description="Ask Kokkos Kernels to pre-instantiate the kernels omgs-train-mlp calls",
+    )
+    with when("+examples +kernels_eti"):
+        depends_on("kokkos-kernels scalars=float layouts=right")
+        depends_on("kokkos-kernels+execspace_openmp", when="+openmp")
+        depends_on("kokkos-kernels+execspace_cuda+memspace_cudaspace", when="+cuda")
+        depends_on("kokkos-kernels+serial+execspace_serial", when="^kokkos+serial")
+
+    # cmake_args() sets CMAKE_CXX_COMPILER to Spack's compiler wrapper for host builds; the
+    # installed omgs.pc (variable cxx) and omgsConfig.cmake name the real compiler instead.
+    filter_compiler_wrappers("omgs.pc", relative_root=join_path("lib", "pkgconfig"))
+    filter_compiler_wrappers("omgsConfig.cmake", relative_root=join_path("lib", "cmake", "omgs"))
+
     def cmake_args(self):
         spec = self.spec
         args = [
