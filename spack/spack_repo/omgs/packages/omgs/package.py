@@ -75,8 +75,9 @@ class Omgs(CMakePackage, CudaPackage, ROCmPackage):
 
     # cmake_args() sets CMAKE_CXX_COMPILER to Spack's compiler wrapper for host builds; the
     # installed omgs.pc (variable cxx) and omgsConfig.cmake name the real compiler instead.
-    filter_compiler_wrappers("omgs.pc", relative_root=join_path("lib", "pkgconfig"))
-    filter_compiler_wrappers("omgsConfig.cmake", relative_root=join_path("lib", "cmake", "omgs"))
+    for _libdir in ("lib", "lib64"):  # GNUInstallDirs' choice on the system
+        filter_compiler_wrappers("omgs.pc", relative_root=join_path(_libdir, "pkgconfig"))
+        filter_compiler_wrappers("omgsConfig.cmake", relative_root=join_path(_libdir, "cmake", "omgs"))
 
     def cmake_args(self):
         spec = self.spec
