@@ -174,7 +174,10 @@ def audit(args):
           f" ({'checkout' if spack_packages else 'snapshot'}): {len(problems)} problem(s),"
           f" {len(recipe.directives)} directives read")
     choices = device_specs.check(recipe)
-    for p in choices + device_specs.self_test(recipe):
+    reasons, wrong = device_specs.device_reasons(recipe)
+    for text, reason in reasons.items():
+        print(f"spack test run of omgs{text}: {'runs' if reason is None else 'SKIPPED: ' + reason}")
+    for p in choices + wrong + device_specs.self_test(recipe):
         error(f"device specs: {p}")
     print(f"compiler and Kokkos Kernels variants per backend: {len(choices)} problem(s) in"
           f" {len(device_specs.CASES)} specs ({', '.join('omgs' + c[0] for c in device_specs.CASES)})")

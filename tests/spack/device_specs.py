@@ -87,8 +87,11 @@ class Package:
 
     run_tests = False
 
-    def __init__(self, spec):
-        self.spec = spec
+    def __init__(self, recipe, spec):
+        self.recipe, self.spec = recipe, spec
+
+    def __getattr__(self, name):  # the recipe's own helpers, e.g. self._cxx_compiler()
+        return getattr(self.recipe, name).__get__(self)
 
     def define(self, name, value):
         return (name, value)
@@ -147,7 +150,7 @@ def check(recipe, cases=CASES):
     for text, compiler, cxx, kokkos, kernels in cases:
         spec = concretize(recipe, text, compiler)
         where = f"omgs{text} ^kokkos%{compiler}"
-        args = dict(recipe.cmake_args(Package(spec)))
+        args = dict(recipe.cmake_args(Package(recipe, spec)))
         if args.get("CMAKE_CXX_COMPILER") != cxx:
             errors.append(f"{where}: CMAKE_CXX_COMPILER is {args.get('CMAKE_CXX_COMPILER')}, "
                           f"expected {cxx}")
@@ -158,6 +161,15 @@ def check(recipe, cases=CASES):
         if "kernels_eti" in text and "scalars" in spec.nodes["kokkos-kernels"].variants:
             errors.append(f"{where}: Kokkos Kernels' scalars are constrained")
     return errors
+
+
+def device_reasons(recipe):
+    """The recipe's _no_device() on this machine for a host, a CUDA and a ROCm spec: None
+    for the host spec; for the device specs None only where such a device is usable."""
+    reasons = {text: recipe._no_device(Package(recipe, concretize(recipe, text)))
+               for text in ("+openmp", "+cuda cuda_arch=90", "+rocm amdgpu_target=gfx90a")}
+    errors = [] if reasons["+openmp"] is None else [f"omgs+openmp: skipped ({reasons['+openmp']})"]
+    return reasons, errors
 
 
 def self_test(recipe):
