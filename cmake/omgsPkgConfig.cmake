@@ -1,11 +1,12 @@
 # omgsPkgConfig.cmake - <prefix>/lib/pkgconfig/omgs.pc, generated from the targets.
 #
-# Cflags and Libs are the usage requirements of omgs and of Kokkos::kokkoskernels, read
-# from the targets through their whole link interface (Kokkos::kokkos -> kokkoscore ->
-# CUDA::cuda_driver, OpenMP::OpenMP_CXX, MPI::MPI_CXX, Threads::Threads, ...): compile
-# options (e.g. Kokkos' -extended-lambda -arch=sm_90), definitions, include directories,
-# link options and every library, with their generator expressions resolved for a C++
-# consumer (omgsGenex.cmake). hwloc comes through `Requires:`. Variables:
+# Cflags and Libs are the usage requirements of omgs as omgs::omgs carries them (not Kokkos
+# Kernels, which only an example uses), read from the targets through the whole link
+# interface (Kokkos::kokkos -> kokkoscore -> CUDA::cuda_driver, OpenMP::OpenMP_CXX,
+# MPI::MPI_CXX, Threads::Threads, ...): compile options (e.g. Kokkos' -extended-lambda
+# -arch=sm_90), definitions, include directories, link options and every library, with
+# their generator expressions resolved for a C++ consumer (omgsGenex.cmake). hwloc comes
+# through `Requires:`. Variables:
 #   cxx              the compiler omgs was built with (CMAKE_CXX_COMPILER: nvcc_wrapper,
 #                    hipcc or the host compiler); Kokkos' flags are for that compiler
 #   kokkos_backends  Kokkos' backends (e.g. CUDA;SERIAL), kokkos_version
@@ -114,9 +115,7 @@ function(omgs_write_pkg_config)
   if(NOT TARGET Threads::Threads)  # found in src/comm, a directory-scoped target
     find_package(Threads REQUIRED)
   endif()
-  # omgs first: its Kokkos' headers come before any other directory of Kokkos Kernels'.
   _omgs_pc_visit(omgs)
-  _omgs_pc_visit(Kokkos::kokkoskernels)
   get_property(rpath GLOBAL PROPERTY _OMGS_PC_RPATH)
   list(REMOVE_DUPLICATES rpath)
   list(TRANSFORM rpath PREPEND "-Wl,-rpath,")
