@@ -10,7 +10,9 @@ compared with the options the CMake files really define:
   - every variant named in define_from_variant exists;
   - the required base classes, dependencies, methods and the repository layout are there;
   - the recipe's directives pass the dependency rules of `spack audit packages` (variants,
-    values, versions of kokkos and kokkos-kernels): audit_dependencies.py.
+    values, versions of kokkos and kokkos-kernels): audit_dependencies.py;
+  - per backend, the compiler cmake_args() picks (nvcc_wrapper, hipcc, the host compiler)
+    and the Kokkos / Kokkos Kernels variants asked for: device_specs.py.
 
   check_package.py [--spack-packages DIR [--write-snapshot]]
 DIR (or $OMGS_SPACK_PACKAGES) is a spack/spack-packages checkout to audit against instead of
@@ -24,6 +26,7 @@ import re
 import sys
 
 import audit_dependencies
+import device_specs
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PACKAGE = os.path.join(ROOT, "spack", "spack_repo", "omgs", "packages", "omgs", "package.py")
@@ -170,6 +173,14 @@ def audit(args):
     print(f"audit against spack-packages {snapshot['spack_packages_commit'][:12]}"
           f" ({'checkout' if spack_packages else 'snapshot'}): {len(problems)} problem(s),"
           f" {len(recipe.directives)} directives read")
+    choices = device_specs.check(recipe)
+    reasons, wrong = device_specs.device_reasons(recipe)
+    for text, reason in reasons.items():
+        print(f"spack test run of omgs{text}: {'runs' if reason is None else 'SKIPPED: ' + reason}")
+    for p in choices + wrong + device_specs.self_test(recipe):
+        error(f"device specs: {p}")
+    print(f"compiler and Kokkos Kernels variants per backend: {len(choices)} problem(s) in"
+          f" {len(device_specs.CASES)} specs ({', '.join('omgs' + c[0] for c in device_specs.CASES)})")
 
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
