@@ -9,8 +9,10 @@ namespace omgs {
 Planner parse_planner(std::string_view name) {
   for (Planner p : all_planners())
     if (to_string(p) == name) return p;
+  for (Planner p : choice_planners())
+    if (to_string(p) == name) return p;
   throw Error("omgs: unknown planner '" + std::string(name) +
-              "' (expected mgs, layerwise, single, threshold or optimal)");
+              "' (expected mgs, layerwise, single, threshold, optimal, mgs_mixed, dense or mixed)");
 }
 
 std::string_view to_string(Planner planner) {
@@ -25,6 +27,12 @@ std::string_view to_string(Planner planner) {
       return "threshold";
     case Planner::optimal:
       return "optimal";
+    case Planner::mgs_mixed:
+      return "mgs_mixed";
+    case Planner::dense:
+      return "dense";
+    case Planner::mixed:
+      return "mixed";
   }
   return "?";
 }
@@ -44,6 +52,11 @@ std::string_view to_string(PlanStatus status) {
 const std::vector<Planner>& all_planners() {
   static const std::vector<Planner> planners = {Planner::layerwise, Planner::single,
                                                 Planner::threshold, Planner::mgs, Planner::optimal};
+  return planners;
+}
+
+const std::vector<Planner>& choice_planners() {
+  static const std::vector<Planner> planners = {Planner::mgs_mixed, Planner::dense, Planner::mixed};
   return planners;
 }
 
@@ -193,11 +206,13 @@ std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
 std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
                                              const PerfModel& model, const PlanConfig& config) {
   const std::size_t L = layers.size();
-  if (L > 20)
-    throw Error(
-        "omgs: the exhaustive optimal planner tries 2^(L-1) groupings and accepts at "
-        "most 20 layers, not " +
-        std::to_string(L));
+  const bool choices = model.knows_allreduce(config.workers);
+  const std::size_t max_layers = choices ? 12 : 20;
+  if (L > max_layers)
+    throw Error("omgs: the exhaustive optimal planner tries 2^(L-1) groupings" +
+                std::string(choices ? " and both collectives of each group" : "") +
+                " and accepts at most " + std::to_string(max_layers) + " layers, not " +
+                std::to_string(L));
   std::vector<Group> best;
   double best_end = 0.0;
   std::vector<char> cut(L, 0);
@@ -205,14 +220,44 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
   for (std::uint64_t mask = 0; mask < count; ++mask) {
     for (std::size_t l = 1; l < L; ++l) cut[l] = static_cast<char>((mask >> (l - 1)) & 1u);
     std::vector<Group> groups = groups_from_cuts(cut, L);
-    const double end = predict(layers, groups, model, config).iteration_end_s;
-    if (best.empty() || end < best_end) {
-      best_end = end;
-      best = std::move(groups);
+    const std::uint64_t kinds = choices ? std::uint64_t{1} << groups.size() : 1;
+    for (std::uint64_t dense = 0; dense < kinds; ++dense) {
+      for (std::size_t g = 0; g < groups.size(); ++g)
+        groups[g].collective = (dense >> g) & 1u ? Collective::dense : Collective::sparse;
+      const double end = predict(layers, groups, model, config).iteration_end_s;
+      if (best.empty() || end < best_end) {
+        best_end = end;
+        best = groups;
+      }
     }
   }
   return best;
 }
+
+namespace {
+// Planner::mixed: the best predicted of the candidates, the first one on ties (mgs first,
+// so an all-sparse MGS plan is kept unless another is strictly faster).
+Plan make_mixed_plan(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                     const PlanConfig& config, const OptimalBudget& budget) {
+  std::vector<Planner> candidates = {Planner::mgs, Planner::optimal};
+  if (model.knows_allreduce(config.workers)) {
+    candidates.insert(candidates.begin() + 1, Planner::mgs_mixed);
+    candidates.push_back(Planner::dense);
+  }
+  Plan best;
+  bool have = false;
+  for (Planner c : candidates) {
+    Plan p = make_plan(c, layers, model, config, budget);
+    if (!have || p.predicted.iteration_end_s < best.predicted.iteration_end_s) {
+      best = std::move(p);
+      have = true;
+    }
+  }
+  best.picked = best.planner;
+  best.planner = Planner::mixed;
+  return best;
+}
+}  // namespace
 
 Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
                const PlanConfig& config, const OptimalBudget& budget) {
@@ -245,6 +290,14 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
       plan.status_note = std::move(r.note);
       return plan;
     }
+    case Planner::mgs_mixed:
+      groups = choose_collectives(layers, groups_mgs(layers, model, config), model, config);
+      break;
+    case Planner::dense:
+      groups = groups_dense(layers, model, config);
+      break;
+    case Planner::mixed:
+      return make_mixed_plan(layers, model, config, budget);
   }
   return make_plan_from_groups(planner, layers, std::move(groups), model, config);
 }
