@@ -288,6 +288,13 @@ OMGS_EXPORT Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers
                            const PerfModel& model, const PlanConfig& config,
                            const OptimalBudget& budget = {});
 
+/// The candidates of Planner::mixed for this model and P: mgs, mgs_mixed, optimal, dense
+/// (mgs and optimal if the model does not know the allreduce).
+OMGS_EXPORT const std::vector<Planner>& mixed_candidates(const PerfModel& model, int workers);
+/// The plan with the smallest predicted iteration end, the first on ties, as a
+/// Planner::mixed plan whose `picked` names the candidate's planner. Throws if empty.
+OMGS_EXPORT Plan best_of(std::vector<Plan> candidates);
+
 /// The groupings themselves (plan order). make_plan calls these after validation.
 OMGS_EXPORT std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers,
                                           const PerfModel& model, const PlanConfig& config);
@@ -356,6 +363,28 @@ struct LabeledTimeline {
 /// backward), top-k and communication; group numbers are written in blocks wide enough.
 OMGS_EXPORT std::string timeline_svg(const std::vector<LabeledTimeline>& rows,
                                      const std::string& title);
+
+/// Predicted plans of one model for many numbers of workers (omgs-plan --workers-sweep).
+struct SweepRow {
+  int workers = 0;
+  Plan dense;    ///< Planner::dense: the best all-dense grouping
+  Plan mgs;      ///< all-sparse MGS (the published algorithm)
+  Plan optimal;  ///< boundaries and collectives searched together
+  Plan mixed;    ///< best_of(mgs, mgs_mixed, optimal, dense): the runtime's default
+};
+/// One row per P (in the given order). The model must know both collectives for every P
+/// (else omgs::Error naming P). Each P costs a few optimal searches (about a second each
+/// for hundreds of layers, bounded by `budget`).
+OMGS_EXPORT std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers,
+                                                const PerfModel& model, double density,
+                                                const std::vector<int>& workers,
+                                                const OptimalBudget& budget = {});
+/// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of
+/// the two numbers before it up to the one after it). Throws omgs::Error on a bad list.
+OMGS_EXPORT std::vector<int> parse_workers_list(std::string_view text);
+/// A log-log SVG chart of predicted iteration time against P, one line per series (e.g.
+/// dense, mgs, optimal, mixed): where the lines cross is where the collective should change.
+OMGS_EXPORT std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title);
 
 /// The plan as JSON: {"planner", "workers", "density", "groups": [[names, highest index
 /// first], ...], "group_numel": [...], "predicted": {...}, "timeline": [...]}.

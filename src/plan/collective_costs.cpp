@@ -161,8 +161,9 @@ std::string describe_costs(const CollectiveCosts& costs, CollectiveKind kind) {
          << "*bytes s;";
   if (costs.has_formula) {
     const CollectiveFormula& f = costs.formula;
-    os << " " << name << " any P: " << f.alpha_s << " + " << f.alpha_log2p_s << "*log2(P) + "
-       << f.alpha_p_s << "*(P-1) + " << f.beta_s_per_byte << "*wire_bytes s;";
+    if (kind == CollectiveKind::allreduce) os << " " << name;
+    os << " any P: " << f.alpha_s << " + " << f.alpha_log2p_s << "*log2(P) + " << f.alpha_p_s
+       << "*(P-1) + " << f.beta_s_per_byte << "*wire_bytes s;";
   }
   return os.str();
 }

@@ -234,30 +234,24 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
   return best;
 }
 
-namespace {
-// Planner::mixed: the best predicted of the candidates, the first one on ties (mgs first,
-// so an all-sparse MGS plan is kept unless another is strictly faster).
-Plan make_mixed_plan(const std::vector<LayerSpec>& layers, const PerfModel& model,
-                     const PlanConfig& config, const OptimalBudget& budget) {
-  std::vector<Planner> candidates = {Planner::mgs, Planner::optimal};
-  if (model.knows_allreduce(config.workers)) {
-    candidates.insert(candidates.begin() + 1, Planner::mgs_mixed);
-    candidates.push_back(Planner::dense);
-  }
-  Plan best;
-  bool have = false;
-  for (Planner c : candidates) {
-    Plan p = make_plan(c, layers, model, config, budget);
-    if (!have || p.predicted.iteration_end_s < best.predicted.iteration_end_s) {
-      best = std::move(p);
-      have = true;
-    }
-  }
-  best.picked = best.planner;
-  best.planner = Planner::mixed;
-  return best;
+Plan best_of(std::vector<Plan> candidates) {
+  if (candidates.empty()) throw Error("omgs: best_of needs at least one plan");
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < candidates.size(); ++i)
+    if (candidates[i].predicted.iteration_end_s < candidates[best].predicted.iteration_end_s)
+      best = i;
+  Plan plan = std::move(candidates[best]);
+  plan.picked = plan.planner == Planner::mixed ? plan.picked : plan.planner;
+  plan.planner = Planner::mixed;
+  return plan;
 }
-}  // namespace
+
+const std::vector<Planner>& mixed_candidates(const PerfModel& model, int workers) {
+  static const std::vector<Planner> all = {Planner::mgs, Planner::mgs_mixed, Planner::optimal,
+                                           Planner::dense};
+  static const std::vector<Planner> sparse = {Planner::mgs, Planner::optimal};
+  return model.knows_allreduce(workers) ? all : sparse;
+}
 
 Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
                const PlanConfig& config, const OptimalBudget& budget) {
@@ -296,8 +290,12 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
     case Planner::dense:
       groups = groups_dense(layers, model, config);
       break;
-    case Planner::mixed:
-      return make_mixed_plan(layers, model, config, budget);
+    case Planner::mixed: {
+      std::vector<Plan> candidates;
+      for (Planner c : mixed_candidates(model, config.workers))
+        candidates.push_back(make_plan(c, layers, model, config, budget));
+      return best_of(std::move(candidates));
+    }
   }
   return make_plan_from_groups(planner, layers, std::move(groups), model, config);
 }
