@@ -45,7 +45,11 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
     if (ab == nullptr || ab->allgather_table().count(size) == 0)
       throw omgs::Error("calibrate_shared: the runtime's calibration is not an alpha-beta model");
     const omgs::AlphaBeta& g = ab->allgather_table().at(size);
-    runs.push_back({ab->topk_c0_s(), ab->topk_c1_s(), g.alpha_s, g.beta_s_per_byte});
+    const omgs::AlphaBeta ar = ab->allreduce_costs().table.count(size) != 0
+                                   ? ab->allreduce_costs().table.at(size)
+                                   : omgs::AlphaBeta{};
+    runs.push_back({ab->topk_c0_s(), ab->topk_c1_s(), g.alpha_s, g.beta_s_per_byte, ar.alpha_s,
+                    ar.beta_s_per_byte});
   }
   auto field = [&](double Coefficients::*f) {
     std::vector<double> v;
@@ -56,18 +60,24 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
   const Spread alpha = field(&Coefficients::alpha), beta = field(&Coefficients::beta);
   // Every rank holds the same values (the runtime takes the maximum over ranks); rank 0's
   // are broadcast anyway so that the model is identical to the bit.
-  double m[4] = {round_significant(c0.median, digits), round_significant(c1.median, digits),
-                 round_significant(alpha.median, digits), round_significant(beta.median, digits)};
-  bcast_or_abort(m, 4, MPI_DOUBLE, 0, comm, "the calibrated model's broadcast");
+  const Spread ar_alpha = field(&Coefficients::ar_alpha), ar_beta = field(&Coefficients::ar_beta);
+  double m[6] = {
+      round_significant(c0.median, digits),       round_significant(c1.median, digits),
+      round_significant(alpha.median, digits),    round_significant(beta.median, digits),
+      round_significant(ar_alpha.median, digits), round_significant(ar_beta.median, digits)};
+  bcast_or_abort(m, 6, MPI_DOUBLE, 0, comm, "the calibrated model's broadcast");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {omgs::AlphaBetaModel(omgs::TopkForm::linear, m[0], m[1],
-                               std::map<int, omgs::AlphaBeta>{{size, {m[2], m[3]}}}),
+                               omgs::CollectiveCosts{{{size, {m[2], m[3]}}}, false, {}},
+                               omgs::CollectiveCosts{{{size, {m[4], m[5]}}}, false, {}}),
           runs,
           c0,
           c1,
           alpha,
           beta,
+          ar_alpha,
+          ar_beta,
           seconds};
 }
 

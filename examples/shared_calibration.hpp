@@ -20,6 +20,7 @@ namespace omgs_examples {
 /// The fitted coefficients of one calibration: top-k c0 + c1 * n, allgather alpha + beta * bytes.
 struct Coefficients {
   double c0 = 0, c1 = 0, alpha = 0, beta = 0;
+  double ar_alpha = 0, ar_beta = 0;  ///< the dense allreduce (per 4n bytes)
 };
 
 struct Spread {
@@ -30,6 +31,7 @@ struct SharedModel {
   omgs::AlphaBetaModel model;  ///< identical on every rank
   std::vector<Coefficients> runs;
   Spread c0, c1, alpha, beta;
+  Spread ar_alpha, ar_beta;
   double seconds = 0;  ///< all calibrations together
 };
 

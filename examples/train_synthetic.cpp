@@ -56,7 +56,8 @@ constexpr const char* usage_text =
     "  --iterations N      timed iterations per method (default 10)\n"
     "  --warmup N          untimed iterations first (default 2)\n"
     "  --density D         fraction of each group's entries sent (default 0.001)\n"
-    "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal,automatic\n"
+    "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal,\n"
+    "                      mgs_mixed,dense,mixed (sparse or dense per group),automatic\n"
     "                      (default layerwise,single,mgs,optimal); NAME+loop runs it\n"
     "                      closed-loop: refit and replan on the run (docs/planner.md)\n"
     "  --refit N           closed-loop window in iterations (default 5); the loop settles\n"
@@ -396,7 +397,9 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
         {"topk c0_s", m.c0},
         {"topk c1_s", m.c1},
         {"allgather alpha_s", m.alpha},
-        {"allgather beta_s_per_byte", m.beta}};
+        {"allgather beta_s_per_byte", m.beta},
+        {"allreduce alpha_s", m.ar_alpha},
+        {"allreduce beta_s_per_byte", m.ar_beta}};
     for (const auto& [name, sp] : rows)
       std::printf("  %-26s %10.3e %10.3e %10.3e\n", name, sp.min, sp.median, sp.max);
     if (!args.save_perf.empty()) m.model.save(args.save_perf);

@@ -90,6 +90,12 @@ struct GroupBuffers {
   const SparsePair* send = nullptr;  ///< k pairs (in options.buffer_space)
   SparsePair* recv = nullptr;        ///< P * k pairs (in options.buffer_space)
   std::size_t k = 0;                 ///< pairs per rank (fixed mode) or the maximum (variable)
+  /// A dense group (dense_numel > 0, k == 0): one MPI_Iallreduce (MPI_SUM) of dense_numel
+  /// floats from dense_send into dense_recv, on the same communicator as the allgathers and
+  /// in the same plan order. submit(g) with count 0 (variable mode) or submit(g).
+  const float* dense_send = nullptr;  ///< dense_numel floats (in options.buffer_space)
+  float* dense_recv = nullptr;        ///< dense_numel floats: the sum over the ranks
+  std::size_t dense_numel = 0;
 };
 
 /// Copies `bytes` between host and device memory (the runtime passes e.g. a

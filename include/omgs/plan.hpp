@@ -61,6 +61,12 @@ class OMGS_EXPORT PerfModel {
   virtual void check_workers(int workers) const = 0;
   /// One line describing the model (shown by omgs-plan and the runtime's report).
   virtual std::string describe() const = 0;
+  /// Whether the model predicts a dense allreduce among `workers` ranks. Models that do not
+  /// (the default) never get dense groups from the planners: all-sparse plans, as before.
+  virtual bool knows_allreduce(int /*workers*/) const { return false; }
+  /// Seconds to allreduce (sum) the numel floats of a dense group among `workers` ranks.
+  /// The default throws omgs::Error: the model does not know this cost.
+  virtual double allreduce_s(std::uint64_t numel, int workers) const;
 };
 
 /// The constants of the original OMGS-SGD code (a 16-GPU cluster), so that plans reproduce
@@ -89,6 +95,30 @@ struct AlphaBeta {
   double beta_s_per_byte = 0.0;  ///< seconds per byte received
 };
 
+/// A collective's cost as a formula of P (for any number of workers), used where the
+/// per-P table has no entry:
+///   t(P, n) = alpha_s + alpha_log2p_s * log2(P) + alpha_p_s * (P - 1)
+///             + beta_s_per_byte * wire_bytes(P, n),
+/// where wire_bytes is what each rank moves in the textbook algorithms: for the allgather
+/// (ring / Bruck) the (P - 1) * k * 8 bytes received from the other ranks, for the allreduce
+/// (ring / Rabenseifner: reduce-scatter then allgather) 2 * (P - 1) / P * 4 * n bytes.
+struct CollectiveFormula {
+  double alpha_s = 0.0;
+  double alpha_log2p_s = 0.0;
+  double alpha_p_s = 0.0;
+  double beta_s_per_byte = 0.0;
+};
+
+/// One collective's costs: a per-P alpha-beta table (exact P only) and an optional formula
+/// for every other P. Table bytes: the allgather's P * k * 8 received bytes, the allreduce's
+/// 4 * n gradient bytes.
+struct CollectiveCosts {
+  std::map<int, AlphaBeta> table;
+  bool has_formula = false;
+  CollectiveFormula formula;
+  bool knows(int workers) const { return has_formula || table.count(workers) != 0; }
+};
+
 /// A calibratable model: top-k time c0 + c1 * f(n) and allgather time alpha + beta * bytes,
 /// where bytes = P * k * 8 is what each rank really receives (k (uint32 index, float value)
 /// pairs from each of P ranks). Saved and loaded as a small JSON document:
@@ -98,6 +128,11 @@ struct AlphaBeta {
 class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
  public:
   AlphaBetaModel(TopkForm form, double c0_s, double c1_s, std::map<int, AlphaBeta> allgather);
+  /// The general form: allgather and (optionally: empty costs) allreduce, each a per-P
+  /// table and/or a formula of P. JSON members "allgather" (may be [] with a formula),
+  /// "allgather_formula", "allreduce" and "allreduce_formula" (docs/planner.md).
+  AlphaBetaModel(TopkForm form, double c0_s, double c1_s, CollectiveCosts allgather,
+                 CollectiveCosts allreduce);
 
   /// Parses the JSON form; `source` names the document in error messages.
   static AlphaBetaModel from_json(std::string_view text, const std::string& source = "<json>");
@@ -112,6 +147,11 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   double allgather_s(std::uint64_t numel, int workers, double density) const override;
   void check_workers(int workers) const override;
   std::string describe() const override;
+  bool knows_allreduce(int workers) const override { return allreduce_.knows(workers); }
+  double allreduce_s(std::uint64_t numel, int workers) const override;
+
+  const CollectiveCosts& allgather_costs() const { return allgather_costs_; }
+  const CollectiveCosts& allreduce_costs() const { return allreduce_; }
 
   TopkForm topk_form() const { return form_; }
   double topk_c0_s() const { return c0_s_; }
@@ -122,7 +162,9 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   TopkForm form_;
   double c0_s_;
   double c1_s_;
-  std::map<int, AlphaBeta> allgather_;
+  std::map<int, AlphaBeta> allgather_;  // = allgather_costs_.table
+  CollectiveCosts allgather_costs_;
+  CollectiveCosts allreduce_;
 };
 
 /// "reference" gives a ReferenceModel; anything else is read as an AlphaBetaModel JSON file.
@@ -132,12 +174,20 @@ OMGS_EXPORT std::unique_ptr<PerfModel> make_perf_model(const std::string& spec);
 // Plans and their timeline
 // ---------------------------------------------------------------------------------------
 
+/// How a group's gradient is exchanged.
+enum class Collective : std::uint8_t {
+  sparse,  ///< error-feedback top-k, then one MPI_Iallgatherv of the (index, value) pairs
+  dense,   ///< one MPI_Iallreduce of the whole gradient, averaged; no top-k, residual untouched
+};
+OMGS_EXPORT std::string_view to_string(Collective collective);
+
 /// A merged group: the consecutive layers [begin, end) in forward indices. Backward
 /// produces layer end-1 first, so the group is complete when layer `begin` is ready.
 struct Group {
   std::size_t begin = 0;
   std::size_t end = 0;
   std::uint64_t numel = 0;  ///< sum of the layers' numel
+  Collective collective = Collective::sparse;
 };
 
 /// When each phase of a group happens in the predicted pipeline (seconds from the start of
@@ -159,17 +209,34 @@ struct Timeline {
   double comm_total_s = 0.0;           ///< sum of the communication times
 };
 
-/// `automatic` plans with every planner of all_planners() and keeps the lowest predicted
-/// iteration (ties: fewer groups, then the order of all_planners()); the plan's `planner`
-/// is the one that won.
-enum class Planner { mgs, layerwise, single, threshold, optimal, automatic };
+/// mgs, layerwise, single and threshold make all-sparse plans; optimal also chooses the
+/// collective of each group when the model knows the allreduce (PerfModel::knows_allreduce);
+/// mgs_mixed is MGS's grouping with the best collective per group; dense is the best
+/// all-dense grouping; mixed is the best predicted of mgs, mgs_mixed, optimal and dense.
+/// The last three need a model that knows the allreduce (else mixed is mgs or optimal).
+/// `automatic` plans with every planner of all_planners() (and mgs_mixed and dense when the
+/// model knows the allreduce) and keeps the lowest predicted iteration (ties: fewer groups,
+/// then that order); the plan's `planner` is the one that won.
+enum class Planner {
+  mgs,
+  layerwise,
+  single,
+  threshold,
+  optimal,
+  mgs_mixed,
+  dense,
+  mixed,
+  automatic
+};
 
-/// "mgs" | "layerwise" | "single" | "threshold" | "optimal" | "automatic"; throws
-/// omgs::Error otherwise.
+/// "mgs" | "layerwise" | "single" | "threshold" | "optimal" | "mgs_mixed" | "dense" |
+/// "mixed" | "automatic"; throws omgs::Error otherwise.
 OMGS_EXPORT Planner parse_planner(std::string_view name);
 OMGS_EXPORT std::string_view to_string(Planner planner);
-/// Every planner but `automatic`, in a fixed order (for comparisons).
+/// The all-sparse planners and optimal, in a fixed order (for comparisons; every model).
 OMGS_EXPORT const std::vector<Planner>& all_planners();
+/// mgs_mixed, dense and mixed: the planners that need the allreduce cost.
+OMGS_EXPORT const std::vector<Planner>& choice_planners();
 
 struct PlanConfig {
   int workers = 1;                       ///< P, number of ranks
@@ -196,6 +263,10 @@ struct Plan {
   /// 0 when complete; not known (reported as -1) after a fallback.
   double gap_bound_s = 0.0;
   std::string status_note;  ///< why the plan is approximate or a fallback; empty if complete
+  /// For Planner::mixed: the candidate whose plan it took (else the same as `planner`).
+  Planner picked = Planner::mgs;
+  /// Number of groups with Collective::dense.
+  std::size_t dense_groups() const;
 };
 
 /// Limits of the optimal planner. All are counts, not clocks, so every rank that plans
@@ -230,6 +301,13 @@ OMGS_EXPORT Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers
                            const PerfModel& model, const PlanConfig& config,
                            const OptimalBudget& budget = {});
 
+/// The candidates of Planner::mixed for this model and P: mgs, mgs_mixed, optimal, dense
+/// (mgs and optimal if the model does not know the allreduce).
+OMGS_EXPORT const std::vector<Planner>& mixed_candidates(const PerfModel& model, int workers);
+/// The plan with the smallest predicted iteration end, the first on ties, as a
+/// Planner::mixed plan whose `picked` names the candidate's planner. Throws if empty.
+OMGS_EXPORT Plan best_of(std::vector<Plan> candidates);
+
 /// The groupings themselves (plan order). make_plan calls these after validation.
 OMGS_EXPORT std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers,
                                           const PerfModel& model, const PlanConfig& config);
@@ -252,10 +330,25 @@ OMGS_EXPORT OptimalResult search_optimal(const std::vector<LayerSpec>& layers,
 /// search_optimal(...).groups.
 OMGS_EXPORT std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers,
                                               const PerfModel& model, const PlanConfig& config);
-/// The same optimum by trying all 2^(L-1) partitions; L <= 20 (an oracle for tests).
+/// The same optimum by trying all 2^(L-1) partitions; L <= 20 (an oracle for tests). When
+/// the model knows the allreduce it also tries both collectives for every group; L <= 12.
 OMGS_EXPORT std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
                                                          const PerfModel& model,
                                                          const PlanConfig& config);
+
+/// The collective of each group of a fixed grouping (plan order) that minimizes the
+/// predicted iteration end: dynamic programming over the groups with the Pareto front of
+/// (compute end, comm end), exact unless a front exceeds max(64, 2^22 / groups) states
+/// (then thinned evenly, deterministic). Returns the groups with `collective` set; all sparse if
+/// the model does not know the allreduce. MGS's extension (Planner::mgs_mixed) applies this to
+/// MGS's groups.
+OMGS_EXPORT std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
+                                                  std::vector<Group> groups, const PerfModel& model,
+                                                  const PlanConfig& config);
+/// The best all-dense grouping (the optimal search with only dense groups); throws if the
+/// model does not know the allreduce.
+OMGS_EXPORT std::vector<Group> groups_dense(const std::vector<LayerSpec>& layers,
+                                            const PerfModel& model, const PlanConfig& config);
 
 // ---------------------------------------------------------------------------------------
 // Model description files
@@ -283,6 +376,28 @@ struct LabeledTimeline {
 /// backward), top-k and communication; group numbers are written in blocks wide enough.
 OMGS_EXPORT std::string timeline_svg(const std::vector<LabeledTimeline>& rows,
                                      const std::string& title);
+
+/// Predicted plans of one model for many numbers of workers (omgs-plan --workers-sweep).
+struct SweepRow {
+  int workers = 0;
+  Plan dense;    ///< Planner::dense: the best all-dense grouping
+  Plan mgs;      ///< all-sparse MGS (the published algorithm)
+  Plan optimal;  ///< boundaries and collectives searched together
+  Plan mixed;    ///< best_of(mgs, mgs_mixed, optimal, dense): the runtime's default
+};
+/// One row per P (in the given order). The model must know both collectives for every P
+/// (else omgs::Error naming P). Each P costs a few optimal searches (about a second each
+/// for hundreds of layers, bounded by `budget`).
+OMGS_EXPORT std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers,
+                                                const PerfModel& model, double density,
+                                                const std::vector<int>& workers,
+                                                const OptimalBudget& budget = {});
+/// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of
+/// the two numbers before it up to the one after it). Throws omgs::Error on a bad list.
+OMGS_EXPORT std::vector<int> parse_workers_list(std::string_view text);
+/// A log-log SVG chart of predicted iteration time against P, one line per series (e.g.
+/// dense, mgs, optimal, mixed): where the lines cross is where the collective should change.
+OMGS_EXPORT std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title);
 
 /// The plan as JSON: {"planner", "workers", "density", "groups": [[names, highest index
 /// first], ...], "group_numel": [...], "predicted": {...}, "timeline": [...]}.

@@ -48,8 +48,10 @@ enum class TimeoutAction {
 };
 
 struct RuntimeOptions {
-  double density = 0.001;          ///< fraction of each group's entries that is sent
-  Planner planner = Planner::mgs;  ///< how layers are merged into groups
+  double density = 0.001;  ///< fraction of each group's entries that is sent
+  /// How layers are merged into groups, and (mgs_mixed, optimal, dense, mixed with a model
+  /// that knows the allreduce, e.g. the calibrated one) which groups are dense.
+  Planner planner = Planner::mgs;
   /// "calibrate" (time top-k on this device and allgather on this communicator, at init),
   /// "reference" (the paper's constants), or the path of an alpha-beta JSON file.
   std::string perf_model = "calibrate";
@@ -170,7 +172,9 @@ struct CalibrationReport {
   std::vector<std::uint64_t> topk_numel;
   std::vector<double> topk_s;  ///< this rank's fastest of three
   std::vector<std::uint64_t> allgather_pairs;
-  std::vector<double> allgather_s;  ///< fastest repetition, each the slowest rank's time
+  std::vector<double> allgather_s;             ///< fastest repetition, each the slowest rank's time
+  std::vector<std::uint64_t> allreduce_numel;  ///< the dense groups' MPI_Iallreduce, floats
+  std::vector<double> allreduce_s;             ///< fastest repetition, each the slowest rank's
   double duration_s = 0.0;
 };
 

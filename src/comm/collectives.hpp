@@ -76,6 +76,10 @@ std::vector<double> mean_from_root(MPI_Comm comm, const std::vector<double>& val
 /// rank, each after a barrier; returns the durations in seconds.
 std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions);
 
+/// Collective: `repetitions` timed MPI_Iallreduce (MPI_SUM) of `floats` floats, each after a
+/// barrier; returns the durations in seconds (the dense groups' collective).
+std::vector<double> time_allreduce(MPI_Comm comm, std::size_t floats, int repetitions);
+
 /// Collective: how many ranks of comm share this rank's node (MPI_COMM_TYPE_SHARED), >= 1.
 int ranks_on_node(MPI_Comm comm);
 

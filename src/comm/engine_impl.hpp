@@ -38,6 +38,10 @@ struct GroupState {
   SparsePair* mpi_recv = nullptr;        // buf.recv or the host mirror
   std::vector<SparsePair> host_send;     // staging mirrors (empty unless staging)
   std::vector<SparsePair> host_recv;
+  const float* mpi_dense_send = nullptr;  // buf.dense_send or the host mirror (dense groups)
+  float* mpi_dense_recv = nullptr;
+  std::vector<float> host_dense_send, host_dense_recv;
+  bool dense() const { return buf.dense_numel > 0; }
   std::vector<int> counts;    // [P] per-rank counts of the exchange in flight / last
   std::vector<int> displs;    // [P]
   int send_count = 0;         // [S]

@@ -29,6 +29,9 @@ SubmitStatus EngineImpl::submit(int g, std::size_t count) noexcept {
   counters_.submitted.fetch_add(1, std::memory_order_relaxed);
   if (staging_ && count > 0)
     options_.copy_to_host(s.host_send.data(), s.buf.send, count * sizeof(SparsePair));
+  if (staging_ && s.dense())
+    options_.copy_to_host(s.host_dense_send.data(), s.buf.dense_send,
+                          s.buf.dense_numel * sizeof(float));
   s.last_submit_s.store(now_s(), std::memory_order_relaxed);
   if (!submit_q_->try_push(g)) {
     s.state.store(0, std::memory_order_release);
@@ -48,6 +51,9 @@ void EngineImpl::finish_group_owner(int g) noexcept {
     options_.copy_to_device(s.buf.recv, s.host_recv.data(),
                             static_cast<std::size_t>(s.total) * sizeof(SparsePair));
   }
+  if (staging_ && s.dense() && !s.failed)
+    options_.copy_to_device(s.buf.dense_recv, s.host_dense_recv.data(),
+                            s.buf.dense_numel * sizeof(float));
 }
 
 bool EngineImpl::pop_completion(int& g) noexcept {

@@ -100,6 +100,12 @@ std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups)
              std::to_string(MPI_SUBVERSION) + " has no large-count collectives used here)";
     if (b.k > 0 && (b.send == nullptr || b.recv == nullptr))
       return "group " + std::to_string(g) + ": null send or receive buffer";
+    if (b.dense_numel > static_cast<std::size_t>(INT_MAX))
+      return "group " + std::to_string(g) + ": dense_numel = " + std::to_string(b.dense_numel) +
+             " floats overflows MPI's int count";
+    if (b.dense_numel > 0 && (b.k != 0 || b.dense_send == nullptr || b.dense_recv == nullptr))
+      return "group " + std::to_string(g) +
+             ": a dense group needs k = 0 and non-null dense_send and dense_recv";
   }
   gpu_aware_ = options_.gpu_aware == GpuAwareMpi::automatic
                    ? mpi_reports_gpu_support()
@@ -126,14 +132,19 @@ void EngineImpl::agree_on_groups(const std::vector<GroupBuffers>& groups,
                 " to " + std::to_string(mx[0]) + "; this rank has " + std::to_string(num_groups_) +
                 ")");
   if (mx[1] != mn[1]) throw Error(prefix + "ranks disagree on options.variable_counts");
+  // Every k, then every dense size: a group sparse on one rank and dense on another would
+  // post an allgather against an allreduce.
   std::vector<std::uint64_t> ks;
   for (const GroupBuffers& b : groups) ks.push_back(b.k);
+  for (const GroupBuffers& b : groups) ks.push_back(b.dense_numel);
   max_min(comm_.get(), ks, mx, mn);
-  for (std::size_t g = 0; g < ks.size(); ++g)
-    if (mx[g] != mn[g])
-      throw Error(prefix + "ranks disagree on k of group " + std::to_string(g) + " (" +
-                  std::to_string(mn[g]) + " to " + std::to_string(mx[g]) + "; rank " +
-                  std::to_string(rank_) + " has " + std::to_string(ks[g]) + ")");
+  const std::size_t G = groups.size();
+  for (std::size_t i = 0; i < ks.size(); ++i)
+    if (mx[i] != mn[i])
+      throw Error(prefix + "ranks disagree on " + (i < G ? "k" : "the dense size (collective)") +
+                  " of group " + std::to_string(i % G) + " (" + std::to_string(mn[i]) + " to " +
+                  std::to_string(mx[i]) + "; rank " + std::to_string(rank_) + " has " +
+                  std::to_string(ks[i]) + ")");
 }
 
 /// Counts and displacements once (fixed mode), host mirrors when staging.
@@ -158,6 +169,14 @@ void EngineImpl::init_groups(const std::vector<GroupBuffers>& groups) {
     } else {
       s.mpi_send = s.buf.send;
       s.mpi_recv = s.buf.recv;
+    }
+    s.mpi_dense_send = s.buf.dense_send;
+    s.mpi_dense_recv = s.buf.dense_recv;
+    if (staging_ && s.dense()) {
+      s.host_dense_send.resize(s.buf.dense_numel);
+      s.host_dense_recv.resize(s.buf.dense_numel);
+      s.mpi_dense_send = s.host_dense_send.data();
+      s.mpi_dense_recv = s.host_dense_recv.data();
     }
   }
 }

@@ -1,4 +1,5 @@
-// The progress engine's driver: one MPI_Iallgatherv per merged group, posted in plan order
+// The progress engine's driver: one MPI_Iallgatherv per merged group (one MPI_Iallreduce
+// per dense group, on the same communicator), posted in plan order
 // by a (pinned) progress thread or, in inline mode, by the owner's own calls; completions
 // tested and handed back. The owner's side is in engine_owner.cpp, the set-up in
 // engine_setup.cpp, the watchdog protocol in watchdog.cpp.
@@ -145,7 +146,13 @@ bool EngineImpl::post_pending_data() noexcept {
 bool EngineImpl::post_first(int g) noexcept {
   GroupState& s = groups_[static_cast<std::size_t>(g)];
   s.failed = false;
-  if (options_.variable_counts) {
+  if (options_.variable_counts && s.dense()) {
+    // No counts to exchange: the allreduce waits for its turn on the data communicator
+    // behind earlier groups whose counts are still in flight (plan order on every rank).
+    s.counts_phase = false;
+    s.counts_ready = true;
+    post_pending_data();
+  } else if (options_.variable_counts) {
     const int rc = MPI_Iallgather(&s.send_count, 1, MPI_INT, s.counts.data(), 1, MPI_INT,
                                   count_comm_.get(), &requests_[static_cast<std::size_t>(g)]);
     if (rc != MPI_SUCCESS) {
@@ -167,25 +174,31 @@ bool EngineImpl::post_first(int g) noexcept {
 
 bool EngineImpl::post_data(int g) noexcept {
   GroupState& s = groups_[static_cast<std::size_t>(g)];
-  if (options_.variable_counts) {
-    // Counts arrived from every rank; each is <= k (enforced by submit on every rank),
-    // so the prefix sums stay <= P*k, checked against INT_MAX at set-up.
-    const int k = static_cast<int>(s.buf.k);
-    int offset = 0;
-    for (int r = 0; r < ranks_; ++r) {
-      int& c = s.counts[static_cast<std::size_t>(r)];
-      if (c < 0 || c > k) {  // a peer's bug; never write past the buffer
-        mpi_errors_.fetch_add(1, std::memory_order_relaxed);
-        c = std::max(0, std::min(c, k));
+  MPI_Request* req = &requests_[static_cast<std::size_t>(g)];
+  int rc = MPI_SUCCESS;
+  if (s.dense()) {
+    rc = MPI_Iallreduce(s.mpi_dense_send, s.mpi_dense_recv, static_cast<int>(s.buf.dense_numel),
+                        MPI_FLOAT, MPI_SUM, comm_.get(), req);
+  } else {
+    if (options_.variable_counts) {
+      // Counts arrived from every rank; each is <= k (enforced by submit on every rank),
+      // so the prefix sums stay <= P*k, checked against INT_MAX at set-up.
+      const int k = static_cast<int>(s.buf.k);
+      int offset = 0;
+      for (int r = 0; r < ranks_; ++r) {
+        int& c = s.counts[static_cast<std::size_t>(r)];
+        if (c < 0 || c > k) {  // a peer's bug; never write past the buffer
+          mpi_errors_.fetch_add(1, std::memory_order_relaxed);
+          c = std::max(0, std::min(c, k));
+        }
+        s.displs[static_cast<std::size_t>(r)] = offset;
+        offset += c;
       }
-      s.displs[static_cast<std::size_t>(r)] = offset;
-      offset += c;
+      s.total = offset;
     }
-    s.total = offset;
+    rc = MPI_Iallgatherv(s.mpi_send, s.send_count, pair_type_.get(), s.mpi_recv, s.counts.data(),
+                         s.displs.data(), pair_type_.get(), comm_.get(), req);
   }
-  const int rc = MPI_Iallgatherv(s.mpi_send, s.send_count, pair_type_.get(), s.mpi_recv,
-                                 s.counts.data(), s.displs.data(), pair_type_.get(), comm_.get(),
-                                 &requests_[static_cast<std::size_t>(g)]);
   if (rc != MPI_SUCCESS) {
     post_failed(g, rc);
     return false;
@@ -209,10 +222,13 @@ void EngineImpl::on_request_done(int g) noexcept {
   counters_.completed.fetch_add(1, std::memory_order_relaxed);
   s.completions.fetch_add(1, std::memory_order_relaxed);
   s.last_complete_s.store(now_s(), std::memory_order_relaxed);
-  s.bytes_sent.fetch_add(static_cast<std::uint64_t>(s.send_count) * sizeof(SparsePair),
-                         std::memory_order_relaxed);
-  s.bytes_received.fetch_add(static_cast<std::uint64_t>(s.total) * sizeof(SparsePair),
-                             std::memory_order_relaxed);
+  const std::uint64_t dense_bytes = s.buf.dense_numel * sizeof(float);
+  s.bytes_sent.fetch_add(
+      s.dense() ? dense_bytes : static_cast<std::uint64_t>(s.send_count) * sizeof(SparsePair),
+      std::memory_order_relaxed);
+  s.bytes_received.fetch_add(
+      s.dense() ? dense_bytes : static_cast<std::uint64_t>(s.total) * sizeof(SparsePair),
+      std::memory_order_relaxed);
   groups_completed_.fetch_add(1, std::memory_order_relaxed);
   // The queue's release/acquire hands counts/displs/total and the received data to the
   // owner. It cannot be full: at most one item per group is outstanding and cap >= 2G.

@@ -31,20 +31,34 @@ namespace omgs {
 // exceeds 2F and thinned only if more than F remain, so at most 3F states are held per
 // boundary. Cost: pairs = L(L+1)/2 model evaluations and at most pairs * F state updates.
 // ---------------------------------------------------------------------------------------
+// Collectives (docs/planner.md): when the model knows the allreduce, every group [j, i) is
+// tried both sparse and dense (E' = (E + tb) + 0, D' = max(D, E') + allreduce), the same
+// monotone map, so the fronts stay exact and the search covers boundaries and choices.
 namespace {
+// The index of a state's predecessor is below max_states (< 2^31): its top bit carries the
+// collective of the group, keeping a state at 32 bytes.
+constexpr std::uint32_t dense_bit = std::uint32_t{1} << 31;
+
 struct DpState {
   double compute_end;
   double comm_end;
   double err;           // how much later than a dropped state this one may end
   std::uint32_t from;   // boundary of the previous state (the group is [this, from))
-  std::uint32_t index;  // index of the previous state in front[from]
+  std::uint32_t index;  // index of the previous state in front[from], | dense_bit if dense
 };
+
+enum class Choices { sparse, dense, both };
 
 class FrontSearch {
  public:
   FrontSearch(const std::vector<LayerSpec>& layers, const PerfModel& model,
-              const PlanConfig& config, std::size_t cap, double upper)
-      : layers_(layers), model_(model), config_(config), cap_(cap), upper_(upper) {}
+              const PlanConfig& config, std::size_t cap, double upper, Choices choices)
+      : layers_(layers),
+        model_(model),
+        config_(config),
+        cap_(cap),
+        upper_(upper),
+        choices_(choices) {}
 
   void run();
   // The best grouping found (empty if every state was pruned), plan order.
@@ -61,6 +75,7 @@ class FrontSearch {
   const PlanConfig& config_;
   const std::size_t cap_;  // F
   const double upper_;
+  const Choices choices_;
   std::vector<std::vector<DpState>> front_;
   std::vector<double> backward_below_;  // sum of backward_s of layers [0, j)
   double max_err_ = 0.0;
@@ -127,24 +142,30 @@ void FrontSearch::thin(std::vector<DpState>& states, std::size_t cap) {
 
 void FrontSearch::expand(std::size_t i) {
   const std::vector<DpState>& from = front_[i];
+  const bool sparse = choices_ != Choices::dense;
+  const bool dense = choices_ != Choices::sparse;
 
   double tb = 0.0;
   std::uint64_t numel = 0;
   for (std::size_t j = i; j-- > 0;) {
     tb = tb + layers_[j].backward_s;
     numel += layers_[j].numel;
-    const double ts = model_.topk_s(numel);
-    const double tc = model_.allgather_s(numel, config_.workers, config_.density);
+    const double ts = sparse ? model_.topk_s(numel) : 0.0;
+    const double tc = sparse ? model_.allgather_s(numel, config_.workers, config_.density) : 0.0;
+    const double tr = dense ? model_.allreduce_s(numel, config_.workers) : 0.0;
     // Whatever follows still needs the backward time of layers [0, j); a margin of 1e-9
     // keeps the differently ordered sum from pruning a state that ties with MGS.
     const double still = backward_below_[j];
     std::vector<DpState>& to = front_[j];
+    auto push = [&](const DpState& st, std::uint32_t s, double topk, double comm, bool is_dense) {
+      const double e = (st.compute_end + tb) + topk;
+      const double d = std::max(st.comm_end, e) + comm;
+      if (d > upper_ || (e + still) > upper_ * (1.0 + 1e-9)) return;
+      to.push_back({e, d, st.err, static_cast<std::uint32_t>(i), s | (is_dense ? dense_bit : 0u)});
+    };
     for (std::size_t s = 0; s < from.size(); ++s) {
-      const double e = (from[s].compute_end + tb) + ts;
-      const double d = std::max(from[s].comm_end, e) + tc;
-      if (d > upper_ || (e + still) > upper_ * (1.0 + 1e-9)) continue;
-      to.push_back(
-          {e, d, from[s].err, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(s)});
+      if (sparse) push(from[s], static_cast<std::uint32_t>(s), ts, tc, false);
+      if (dense) push(from[s], static_cast<std::uint32_t>(s), 0.0, tr, true);
     }
     if (to.size() > 2 * cap_) {
       drop_dominated(to);
@@ -178,9 +199,10 @@ std::vector<Group> FrontSearch::best() const {
   std::size_t s = front_[0].size() - 1;
   while (at != layers_.size()) {
     const DpState& st = front_[at][s];
-    groups.push_back({at, st.from, 0});
+    const bool dense = (st.index & dense_bit) != 0;
+    groups.push_back({at, st.from, 0, dense ? Collective::dense : Collective::sparse});
     at = st.from;
-    s = st.index;
+    s = st.index & ~dense_bit;
   }
   std::reverse(groups.begin(), groups.end());
   return groups;
@@ -193,30 +215,36 @@ std::string number(const char* format, double v) {
 }
 }  // namespace
 
-OptimalResult search_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
-                             const PlanConfig& config, const OptimalBudget& budget) {
+namespace {
+// The search with the given choices, starting from (and never worse than) `start`, the
+// plan it returns when nothing beats it or the budget is too small for the search.
+OptimalResult search(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                     const PlanConfig& config, const OptimalBudget& budget, Choices choices,
+                     std::vector<Group> start, const char* start_name) {
   const std::size_t L = layers.size();
   OptimalResult r;
-  r.groups = groups_mgs(layers, model, config);
-  const double mgs_end = predict(layers, r.groups, model, config).iteration_end_s;
+  r.groups = std::move(start);
+  const double start_end = predict(layers, r.groups, model, config).iteration_end_s;
   const double pairs = 0.5 * double(L) * double(L + 1);
-  const double cap = std::min({double(budget.max_front), (double(budget.max_work) - pairs) / pairs,
-                               std::floor(double(budget.max_states) / (3.0 * double(L + 1)))});
+  const double per_state = choices == Choices::both ? 2.0 : 1.0;  // states pushed per pair
+  const double cap =
+      std::min({double(budget.max_front), (double(budget.max_work) - pairs) / (pairs * per_state),
+                std::floor(double(budget.max_states) / (3.0 * double(L + 1)))});
   if (L > UINT32_MAX - 1 || !(cap >= 2.0)) {
     r.status = PlanStatus::fallback;
     r.gap_bound_s = -1.0;
     r.note = "optimal search skipped: " + std::to_string(L) + " layers need " +
              number("%.3g", pairs) + " model evaluations and fronts of at least 2 states, " +
              "over the budget (max_work " + number("%.3g", double(budget.max_work)) +
-             ", max_states " + number("%.3g", double(budget.max_states)) +
-             "); the MGS plan is used";
+             ", max_states " + number("%.3g", double(budget.max_states)) + "); the " + start_name +
+             " plan is used";
     return r;
   }
   const auto front_cap = static_cast<std::size_t>(cap);
-  FrontSearch search(layers, model, config, front_cap, mgs_end);
+  FrontSearch search(layers, model, config, front_cap, start_end, choices);
   search.run();
   std::vector<Group> best = search.best();
-  if (!best.empty()) r.groups = std::move(best);  // else no state beat MGS
+  if (!best.empty()) r.groups = std::move(best);  // else no state beat the start
   if (search.thinned()) {
     r.status = PlanStatus::approximate;
     r.gap_bound_s = search.max_err();
@@ -226,6 +254,37 @@ OptimalResult search_optimal(const std::vector<LayerSpec>& layers, const PerfMod
              number("%.3g", end > 0 ? 100.0 * r.gap_bound_s / end : 0.0) + "%) above the optimum";
   }
   return r;
+}
+
+std::vector<Group> with_collective(std::vector<Group> groups, Collective c) {
+  for (Group& g : groups) g.collective = c;
+  return groups;
+}
+}  // namespace
+
+OptimalResult search_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                             const PlanConfig& config, const OptimalBudget& budget) {
+  std::vector<Group> mgs = groups_mgs(layers, model, config);
+  if (!model.knows_allreduce(config.workers))
+    return search(layers, model, config, budget, Choices::sparse, std::move(mgs), "MGS");
+  // Start from the better of MGS and MGS with its collectives chosen (never worse).
+  std::vector<Group> mixed = choose_collectives(layers, mgs, model, config);
+  const bool better = predict(layers, mixed, model, config).iteration_end_s <
+                      predict(layers, mgs, model, config).iteration_end_s;
+  return search(layers, model, config, budget, Choices::both,
+                better ? std::move(mixed) : std::move(mgs), better ? "mgs_mixed" : "MGS");
+}
+
+std::vector<Group> groups_dense(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                                const PlanConfig& config) {
+  if (!model.knows_allreduce(config.workers)) model.allreduce_s(1, config.workers);  // throws
+  std::vector<Group> single = with_collective(groups_single(layers), Collective::dense);
+  std::vector<Group> mgs = with_collective(groups_mgs(layers, model, config), Collective::dense);
+  const bool mgs_better = predict(layers, mgs, model, config).iteration_end_s <
+                          predict(layers, single, model, config).iteration_end_s;
+  return search(layers, model, config, {}, Choices::dense,
+                mgs_better ? std::move(mgs) : std::move(single), "dense")
+      .groups;
 }
 
 std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,

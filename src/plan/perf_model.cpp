@@ -5,9 +5,16 @@
 
 #include <omgs/plan.hpp>
 
+#include "collective_costs.hpp"
 #include "json.hpp"
 
 namespace omgs {
+
+double PerfModel::allreduce_s(std::uint64_t, int workers) const {
+  throw Error("omgs: the performance model " + describe() +
+              " has no dense allreduce cost for P = " + std::to_string(workers) +
+              " (give an \"allreduce\" table or \"allreduce_formula\")");
+}
 
 // ---------------------------------------------------------------------------------------
 // ReferenceModel: the original code's constants. Expressions are written in the order of
@@ -114,10 +121,25 @@ std::optional<CoefficientIssue> check_coefficients(TopkForm form, double c0, dou
 
 AlphaBetaModel::AlphaBetaModel(TopkForm form, double c0_s, double c1_s,
                                std::map<int, AlphaBeta> allgather)
-    : form_(form), c0_s_(c0_s), c1_s_(c1_s), allgather_(std::move(allgather)) {
-  if (allgather_.empty()) throw Error("omgs: alpha-beta model: the allgather table is empty");
+    : AlphaBetaModel(form, c0_s, c1_s, CollectiveCosts{std::move(allgather), false, {}},
+                     CollectiveCosts{}) {}
+
+AlphaBetaModel::AlphaBetaModel(TopkForm form, double c0_s, double c1_s, CollectiveCosts allgather,
+                               CollectiveCosts allreduce)
+    : form_(form),
+      c0_s_(c0_s),
+      c1_s_(c1_s),
+      allgather_(allgather.table),
+      allgather_costs_(std::move(allgather)),
+      allreduce_(std::move(allreduce)) {
+  if (allgather_.empty() && !allgather_costs_.has_formula)
+    throw Error("omgs: alpha-beta model: the allgather table is empty");
   if (auto issue = check_coefficients(form_, c0_s_, c1_s_, allgather_))
     throw Error("omgs: alpha-beta model: " + issue->field + issue->reason);
+  for (auto kind : {detail::CollectiveKind::allgather, detail::CollectiveKind::allreduce})
+    if (auto issue = detail::check_costs(
+            kind == detail::CollectiveKind::allgather ? allgather_costs_ : allreduce_, kind))
+      throw Error("omgs: alpha-beta model: " + issue->field + issue->reason);
 }
 
 double AlphaBetaModel::bytes_received(std::uint64_t numel, int workers, double density) {
@@ -136,12 +158,24 @@ double AlphaBetaModel::topk_s(std::uint64_t numel) const {
 double AlphaBetaModel::allgather_s(std::uint64_t numel, int workers, double density) const {
   if (numel == 0) return 0.0;
   auto it = allgather_.find(workers);
-  if (it == allgather_.end()) check_workers(workers);  // throws
-  return it->second.alpha_s + it->second.beta_s_per_byte * bytes_received(numel, workers, density);
+  if (it != allgather_.end())
+    return it->second.alpha_s +
+           it->second.beta_s_per_byte * bytes_received(numel, workers, density);
+  const auto t = detail::collective_time(allgather_costs_, detail::CollectiveKind::allgather, numel,
+                                         workers, density);
+  if (!t) check_workers(workers);  // throws
+  return *t;
+}
+
+double AlphaBetaModel::allreduce_s(std::uint64_t numel, int workers) const {
+  const auto t =
+      detail::collective_time(allreduce_, detail::CollectiveKind::allreduce, numel, workers, 1.0);
+  if (!t) return PerfModel::allreduce_s(numel, workers);  // throws
+  return *t;
 }
 
 void AlphaBetaModel::check_workers(int workers) const {
-  if (allgather_.count(workers) != 0) return;
+  if (allgather_costs_.knows(workers)) return;
   std::string known;
   for (const auto& [p, ab] : allgather_) known += (known.empty() ? "" : ", ") + std::to_string(p);
   throw Error("omgs: the alpha-beta model has no allgather entry for P = " +
@@ -154,7 +188,8 @@ std::string AlphaBetaModel::describe() const {
      << (form_ == TopkForm::linear ? "*n" : "*n*log2(n)") << " s; allgather";
   for (const auto& [p, ab] : allgather_)
     os << " P=" << p << ": " << ab.alpha_s << " + " << ab.beta_s_per_byte << "*bytes s;";
-  os << ")";
+  os << detail::describe_costs(allgather_costs_, detail::CollectiveKind::allgather)
+     << detail::describe_costs(allreduce_, detail::CollectiveKind::allreduce) << ")";
   return os.str();
 }
 
@@ -218,8 +253,13 @@ AlphaBetaModel AlphaBetaModel::from_json(std::string_view text, const std::strin
   if (auto issue = check_coefficients(form, c0v.number(), c1v.number(), table))
     throw Error(source + ":" + std::to_string(line_of[issue->field]) + ": " + issue->field +
                 issue->reason);
+  CollectiveCosts allgather{std::move(table), false, {}};
+  CollectiveCosts allreduce;
+  detail::read_costs(doc, detail::CollectiveKind::allgather, source, allgather);
+  detail::read_costs(doc, detail::CollectiveKind::allreduce, source, allreduce);
   try {
-    return AlphaBetaModel(form, c0v.number(), c1v.number(), std::move(table));
+    return AlphaBetaModel(form, c0v.number(), c1v.number(), std::move(allgather),
+                          std::move(allreduce));
   } catch (const Error& e) {
     throw Error(source + ": " + e.what());
   }
@@ -246,7 +286,10 @@ std::string AlphaBetaModel::to_json() const {
     s += "    {\"workers\": " + std::to_string(p) + ", \"alpha_s\": " + json_number(ab.alpha_s) +
          ", \"beta_s_per_byte\": " + json_number(ab.beta_s_per_byte) + "}";
   }
-  s += "\n  ]\n}\n";
+  s += "\n  ]";
+  s += detail::costs_json(allgather_costs_, detail::CollectiveKind::allgather);
+  s += detail::costs_json(allreduce_, detail::CollectiveKind::allreduce);
+  s += "\n}\n";
   return s;
 }
 

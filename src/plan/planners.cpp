@@ -9,9 +9,12 @@ namespace omgs {
 Planner parse_planner(std::string_view name) {
   for (Planner p : all_planners())
     if (to_string(p) == name) return p;
+  for (Planner p : choice_planners())
+    if (to_string(p) == name) return p;
   if (name == to_string(Planner::automatic)) return Planner::automatic;
   throw Error("omgs: unknown planner '" + std::string(name) +
-              "' (expected mgs, layerwise, single, threshold, optimal or automatic)");
+              "' (expected mgs, layerwise, single, threshold, optimal, mgs_mixed, dense, mixed or "
+              "automatic)");
 }
 
 std::string_view to_string(Planner planner) {
@@ -26,6 +29,12 @@ std::string_view to_string(Planner planner) {
       return "threshold";
     case Planner::optimal:
       return "optimal";
+    case Planner::mgs_mixed:
+      return "mgs_mixed";
+    case Planner::dense:
+      return "dense";
+    case Planner::mixed:
+      return "mixed";
     case Planner::automatic:
       return "automatic";
   }
@@ -47,6 +56,11 @@ std::string_view to_string(PlanStatus status) {
 const std::vector<Planner>& all_planners() {
   static const std::vector<Planner> planners = {Planner::layerwise, Planner::single,
                                                 Planner::threshold, Planner::mgs, Planner::optimal};
+  return planners;
+}
+
+const std::vector<Planner>& choice_planners() {
+  static const std::vector<Planner> planners = {Planner::mgs_mixed, Planner::dense, Planner::mixed};
   return planners;
 }
 
@@ -196,11 +210,13 @@ std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
 std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
                                              const PerfModel& model, const PlanConfig& config) {
   const std::size_t L = layers.size();
-  if (L > 20)
-    throw Error(
-        "omgs: the exhaustive optimal planner tries 2^(L-1) groupings and accepts at "
-        "most 20 layers, not " +
-        std::to_string(L));
+  const bool choices = model.knows_allreduce(config.workers);
+  const std::size_t max_layers = choices ? 12 : 20;
+  if (L > max_layers)
+    throw Error("omgs: the exhaustive optimal planner tries 2^(L-1) groupings" +
+                std::string(choices ? " and both collectives of each group" : "") +
+                " and accepts at most " + std::to_string(max_layers) + " layers, not " +
+                std::to_string(L));
   std::vector<Group> best;
   double best_end = 0.0;
   std::vector<char> cut(L, 0);
@@ -208,13 +224,37 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
   for (std::uint64_t mask = 0; mask < count; ++mask) {
     for (std::size_t l = 1; l < L; ++l) cut[l] = static_cast<char>((mask >> (l - 1)) & 1u);
     std::vector<Group> groups = groups_from_cuts(cut, L);
-    const double end = predict(layers, groups, model, config).iteration_end_s;
-    if (best.empty() || end < best_end) {
-      best_end = end;
-      best = std::move(groups);
+    const std::uint64_t kinds = choices ? std::uint64_t{1} << groups.size() : 1;
+    for (std::uint64_t dense = 0; dense < kinds; ++dense) {
+      for (std::size_t g = 0; g < groups.size(); ++g)
+        groups[g].collective = (dense >> g) & 1u ? Collective::dense : Collective::sparse;
+      const double end = predict(layers, groups, model, config).iteration_end_s;
+      if (best.empty() || end < best_end) {
+        best_end = end;
+        best = groups;
+      }
     }
   }
   return best;
+}
+
+Plan best_of(std::vector<Plan> candidates) {
+  if (candidates.empty()) throw Error("omgs: best_of needs at least one plan");
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < candidates.size(); ++i)
+    if (candidates[i].predicted.iteration_end_s < candidates[best].predicted.iteration_end_s)
+      best = i;
+  Plan plan = std::move(candidates[best]);
+  plan.picked = plan.planner == Planner::mixed ? plan.picked : plan.planner;
+  plan.planner = Planner::mixed;
+  return plan;
+}
+
+const std::vector<Planner>& mixed_candidates(const PerfModel& model, int workers) {
+  static const std::vector<Planner> all = {Planner::mgs, Planner::mgs_mixed, Planner::optimal,
+                                           Planner::dense};
+  static const std::vector<Planner> sparse = {Planner::mgs, Planner::optimal};
+  return model.knows_allreduce(workers) ? all : sparse;
 }
 
 namespace {
@@ -225,7 +265,10 @@ Plan plan_automatic(const std::vector<LayerSpec>& layers, const PerfModel& model
                     const PlanConfig& config, const OptimalBudget& budget) {
   Plan best;
   bool have = false;
-  for (Planner p : all_planners()) {
+  std::vector<Planner> planners = all_planners();
+  if (model.knows_allreduce(config.workers))
+    planners.insert(planners.end(), {Planner::mgs_mixed, Planner::dense});
+  for (Planner p : planners) {
     if (p == Planner::threshold && config.threshold_numel == 0) continue;
     Plan c = make_plan(p, layers, model, config, budget);
     const double t = c.predicted.iteration_end_s, b = best.predicted.iteration_end_s;
@@ -272,6 +315,18 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
     }
     case Planner::automatic:
       return plan_automatic(layers, model, config, budget);
+    case Planner::mgs_mixed:
+      groups = choose_collectives(layers, groups_mgs(layers, model, config), model, config);
+      break;
+    case Planner::dense:
+      groups = groups_dense(layers, model, config);
+      break;
+    case Planner::mixed: {
+      std::vector<Plan> candidates;
+      for (Planner c : mixed_candidates(model, config.workers))
+        candidates.push_back(make_plan(c, layers, model, config, budget));
+      return best_of(std::move(candidates));
+    }
   }
   return make_plan_from_groups(planner, layers, std::move(groups), model, config);
 }

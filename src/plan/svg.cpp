@@ -8,9 +8,11 @@
 
 #include <omgs/plan.hpp>
 
+#include "svg_text.hpp"
+
 namespace omgs {
 
-namespace {
+namespace detail {
 
 std::string xml_escape(const std::string& s) {
   std::string out;
@@ -40,6 +42,12 @@ std::string fmt(double v) {
   std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
 }
+
+}  // namespace detail
+
+namespace {
+using detail::fmt;
+using detail::xml_escape;
 
 /// A "nice" tick step (1, 2 or 5 times a power of ten) giving about `ticks` ticks.
 double tick_step(double span, int ticks) {

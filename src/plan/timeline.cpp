@@ -45,12 +45,16 @@ Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>&
       tb = tb + layers[l].backward_s;
       numel += layers[l].numel;
     }
-    const double ts = model.topk_s(numel);
-    const double tc = model.allgather_s(numel, config.workers, config.density);
+    // A dense group has no top-k (its topk_end equals its topk_start) and one allreduce.
+    const bool dense = gr.collective == Collective::dense;
+    const double ts = dense ? 0.0 : model.topk_s(numel);
+    const double tc = dense ? model.allreduce_s(numel, config.workers)
+                            : model.allgather_s(numel, config.workers, config.density);
     if (!std::isfinite(ts) || ts < 0.0 || !std::isfinite(tc) || tc < 0.0)
       throw Error("omgs: " + model.describe() + " predicts topk_s = " + std::to_string(ts) +
-                  ", allgather_s = " + std::to_string(tc) + " for group " + std::to_string(g) +
-                  " of " + std::to_string(numel) + " elements (must be finite and >= 0)");
+                  (dense ? ", allreduce_s = " : ", allgather_s = ") + std::to_string(tc) +
+                  " for group " + std::to_string(g) + " of " + std::to_string(numel) +
+                  " elements (must be finite and >= 0)");
     GroupTiming& gt = t.groups[g];
     gt.backward_start_s = compute;
     gt.topk_start_s = compute + tb;
@@ -76,6 +80,7 @@ Plan make_plan_from_groups(Planner planner, const std::vector<LayerSpec>& layers
                            const PlanConfig& config) {
   Plan plan;
   plan.planner = planner;
+  plan.picked = planner;
   for (Group& g : groups) {
     g.numel = 0;
     for (std::size_t l = g.begin; l < g.end && l < layers.size(); ++l) g.numel += layers[l].numel;
@@ -112,6 +117,9 @@ std::string plan_to_json(const Plan& plan, const std::vector<LayerSpec>& layers,
   s += "],\n \"group_numel\": [";
   for (std::size_t g = 0; g < plan.groups.size(); ++g)
     s += (g ? ", " : "") + std::to_string(plan.groups[g].numel);
+  s += "],\n \"picked\": " + json_quote(to_string(plan.picked)) + ", \"collectives\": [";
+  for (std::size_t g = 0; g < plan.groups.size(); ++g)
+    s += (g ? ", " : "") + json_quote(to_string(plan.groups[g].collective));
   const Timeline& t = plan.predicted;
   s += "],\n \"predicted\": {\"iteration_end_s\": " + json_number(t.iteration_end_s) +
        ", \"compute_end_s\": " + json_number(t.compute_end_s) +

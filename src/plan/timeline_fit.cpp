@@ -56,18 +56,28 @@ GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::si
 TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
                        double density, const LinearFit& prior_topk,
                        const LinearFit& prior_allgather) {
-  std::vector<double> n, bytes;
+  // Dense groups have no top-k and no allgather: their points are not of this family.
+  std::vector<double> n, bytes, sparsify, allgather;
   std::set<std::uint64_t> distinct;
-  for (const Group& g : groups) {
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const Group& g = groups[i];
+    if (g.collective == Collective::dense) continue;
     n.push_back(static_cast<double>(g.numel));
     bytes.push_back(AlphaBetaModel::bytes_received(g.numel, workers, density));
+    sparsify.push_back(points.sparsify_s[i]);
+    allgather.push_back(points.allgather_s[i]);
     distinct.insert(g.numel);
   }
   TimelineFit f;
   f.sizes = distinct.size();
   f.intercepts_fitted = f.sizes >= 2;
-  f.topk = fit_relative(n, points.sparsify_s, f.sizes, prior_topk.c0);
-  f.allgather = fit_relative(bytes, points.allgather_s, f.sizes, prior_allgather.c0);
+  if (n.empty()) {  // an all-dense plan: nothing to fit, the prior stays
+    f.topk = prior_topk;
+    f.allgather = prior_allgather;
+    return f;
+  }
+  f.topk = fit_relative(n, sparsify, f.sizes, prior_topk.c0);
+  f.allgather = fit_relative(bytes, allgather, f.sizes, prior_allgather.c0);
   return f;
 }
 

@@ -80,7 +80,9 @@ void RuntimeImpl::allocate_groups() {
     const Group& gr = plan.groups[g];
     group_offset.push_back(layer_offset[gr.begin]);
     group_numel.push_back(gr.numel);
-    group_k.push_back(selected_count(gr.numel, options.density));
+    // A dense group selects nothing: no pairs, the allreduce works on grad and agg.
+    group_k.push_back(
+        gr.collective == Collective::dense ? 0 : selected_count(gr.numel, options.density));
     send_offset.push_back(send_total);
     recv_offset.push_back(recv_total);
     send_total += group_k.back();
@@ -120,8 +122,18 @@ void RuntimeImpl::allocate_groups() {
 
 void RuntimeImpl::start_engine() {
   std::vector<GroupBuffers> buffers;
-  for (std::size_t g = 0; g < plan.groups.size(); ++g)
-    buffers.push_back({send.data() + send_offset[g], recv.data() + recv_offset[g], group_k[g]});
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    GroupBuffers b;
+    b.send = send.data() + send_offset[g];
+    b.recv = recv.data() + recv_offset[g];
+    b.k = group_k[g];
+    if (is_dense(g)) {
+      b.dense_send = grad.data() + group_offset[g];
+      b.dense_recv = agg.data() + group_offset[g];
+      b.dense_numel = group_numel[g];
+    }
+    buffers.push_back(b);
+  }
   ProgressOptions po;
   po.force_inline = options.force_inline_progress;
   po.pin = options.progress_pin;

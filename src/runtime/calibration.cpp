@@ -1,6 +1,6 @@
-// Calibration: top-k timed on this device, the allgather of pairs timed on the
-// communicator (through comm), a non-negative linear fit of each (plan/fit.hpp), and the
-// slowest rank's coefficients (top-k) or timings (allgather) for everybody.
+// Calibration: top-k timed on this device, the allgather of pairs and the dense allreduce
+// timed on the communicator (through comm), a non-negative linear fit of each (plan/fit.hpp), and
+// the slowest rank's coefficients (top-k) or timings (allgather) for everybody.
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -52,15 +52,16 @@ std::vector<std::vector<double>> time_topk(const std::vector<std::uint64_t>& siz
 
 namespace {
 
-/// The allgather of `pairs` pairs per rank: a warm-up, then rounds of three repetitions until
-/// nine are kept or those kept took `budget_s` (a slow link then costs what it did before
-/// this estimator: four allgathers a size). Each repetition's time is the maximum over
-/// ranks, so every rank takes the same decisions and fits the same points.
-std::vector<double> time_allgather_pairs(MPI_Comm comm, std::size_t pairs, double budget_s) {
+/// The allgather (`amount` bytes per rank) or allreduce (`amount` floats): a warm-up, then rounds
+/// of three repetitions until nine are kept or those kept took `budget_s` (a slow link then costs
+/// what it did before this estimator: four allgathers a size). Each repetition's time is the
+/// maximum over ranks, so every rank takes the same decisions and fits the same points.
+std::vector<double> time_collective(MPI_Comm comm, std::size_t amount, double budget_s,
+                                    std::vector<double> (*timer)(MPI_Comm, std::size_t, int)) {
   std::vector<double> kept;
   double spent = 0.0;
   while (kept.size() < 9 && (kept.empty() || spent < budget_s)) {
-    std::vector<double> t = time_allgather(comm, pairs * sizeof(SparsePair), kept.empty() ? 4 : 3);
+    std::vector<double> t = timer(comm, amount, kept.empty() ? 4 : 3);
     if (kept.empty()) t.erase(t.begin());  // the first run warms up
     max_over_ranks(comm, t);
     for (double v : t) {
@@ -92,21 +93,34 @@ void RuntimeImpl::calibrate() {
   std::vector<std::vector<double>> ag_samples;
   std::vector<double> ax;
   for (std::size_t k : {1, 16, 256, 2048, 8192, 32768}) {
-    std::vector<double> t = time_allgather_pairs(comm, k, 0.02);
+    std::vector<double> t = time_collective(comm, k * sizeof(SparsePair), 0.02, time_allgather);
     calibration.allgather_pairs.push_back(k);
     calibration.allgather_s.push_back(minimum(t));
     ag_samples.push_back(std::move(t));
     ax.push_back(static_cast<double>(k) * sizeof(SparsePair) * size);
   }
+  // The dense groups' MPI_Iallreduce of n floats, fitted on the 4n bytes (the model's
+  // allreduce table), sizes up to 4 MiB.
+  std::vector<std::vector<double>> ar_samples;
+  std::vector<double> rx;
+  for (std::size_t n : {1, 1024, 16384, 131072, 1048576}) {
+    std::vector<double> t = time_collective(comm, n, 0.02, time_allreduce);
+    calibration.allreduce_numel.push_back(n);
+    calibration.allreduce_s.push_back(minimum(t));
+    ar_samples.push_back(std::move(t));
+    rx.push_back(4.0 * static_cast<double>(n));
+  }
   std::vector<double> tx;
   for (std::uint64_t n : calibration.topk_numel) tx.push_back(static_cast<double>(n));
   const LinearFit topk = fit_latency_bandwidth(tx, topk_samples);
   const LinearFit ag = fit_latency_bandwidth(ax, ag_samples);
+  const LinearFit ar = fit_latency_bandwidth(rx, ar_samples);
   // The slowest rank sets the pace: every rank plans with the maximum, so plans agree.
-  std::vector<double> c = {topk.c0, topk.c1, ag.c0, ag.c1};
+  std::vector<double> c = {topk.c0, topk.c1, ag.c0, ag.c1, ar.c0, ar.c1};
   max_over_ranks(comm, c);
   model = std::make_unique<AlphaBetaModel>(TopkForm::linear, c[0], c[1],
-                                           std::map<int, AlphaBeta>{{size, {c[2], c[3]}}});
+                                           CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
+                                           CollectiveCosts{{{size, {c[4], c[5]}}}, false, {}});
   calibration.duration_s = now_s() - t_start;
 }
 

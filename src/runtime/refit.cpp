@@ -25,6 +25,13 @@ std::vector<double> coefficients_of(const PerfModel& model, int workers) {
   return {ab->topk_c0_s(), ab->topk_c1_s(), it->second.alpha_s, it->second.beta_s_per_byte};
 }
 
+/// The allreduce costs of the model in force (the closed loop refits the sparse terms only;
+/// dense groups keep their calibrated cost).
+CollectiveCosts allreduce_costs_of(const PerfModel& model) {
+  const auto* ab = dynamic_cast<const AlphaBetaModel*>(&model);
+  return ab == nullptr ? CollectiveCosts{} : ab->allreduce_costs();
+}
+
 }  // namespace
 
 /// Collective, at the same iteration on every rank. A failure (agreed by every rank: every
@@ -39,8 +46,9 @@ void RuntimeImpl::refit() noexcept {
     const std::vector<double> prior = coefficients_of(*model, size);
     std::vector<LayerSpec> next_layers = layers;
     const std::vector<double> c = agreed_fit(prior, next_layers, rep);
-    auto fitted = std::make_unique<AlphaBetaModel>(TopkForm::linear, c[0], c[1],
-                                                   std::map<int, AlphaBeta>{{size, {c[2], c[3]}}});
+    auto fitted = std::make_unique<AlphaBetaModel>(
+        TopkForm::linear, c[0], c[1], CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
+        allreduce_costs_of(*model));
     switch_plan(std::move(fitted), std::move(next_layers), rep);
   } catch (const std::exception& e) {
     last_error = std::string("omgs: the closed loop's refit failed (") + e.what() +
@@ -129,7 +137,8 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
   rep.model = fitted->describe();
   bool same = candidate.groups.size() == plan.groups.size();
   for (std::size_t g = 0; same && g < plan.groups.size(); ++g)
-    same = candidate.groups[g].begin == plan.groups[g].begin;
+    same = candidate.groups[g].begin == plan.groups[g].begin &&
+           candidate.groups[g].collective == plan.groups[g].collective;
   const double gain = rep.predicted_current_s - rep.predicted_candidate_s;
   rep.switched = !same && replans < options.max_replans &&
                  gain >= options.replan_min_gain * rep.predicted_current_s;

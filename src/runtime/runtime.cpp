@@ -85,6 +85,7 @@ Status RuntimeImpl::ready(std::size_t l) noexcept {
 }
 
 void RuntimeImpl::sparsify(std::size_t g) {
+  if (is_dense(g)) return send_dense(g);
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::sparsify"));
   const double t0 = now_s();
   topk_start_s[g] = t0;
@@ -176,11 +177,18 @@ IterationStats RuntimeImpl::timed_out(std::size_t g) {
   return r;
 }
 
+std::string RuntimeImpl::collective_failure(WaitStatus w) {
+  return w == WaitStatus::failed ? "completed with an MPI error; this rank's communicator is no "
+                                   "longer usable and every later group fails"
+                                 : "was never submitted";
+}
+
 /// Group g's exchange is over: apply it, or skip it on this rank (MPI failed it) or on
 /// every rank (some rank sent the failure marker), keeping the selection in the residual.
 void RuntimeImpl::complete_group(std::size_t g, WaitStatus w) {
   IterationStats& st = current;
   group_done[g] = 1;
+  if (is_dense(g)) return complete_dense(g, w);
   if (w != WaitStatus::ok) {
     // MPI failed the collective (or it was never submitted): its pairs are not valid.
     skip_group(g);
@@ -188,11 +196,7 @@ void RuntimeImpl::complete_group(std::size_t g, WaitStatus w) {
     st.status = Status::comm_failed;
     st.failed_group = static_cast<int>(g);
     last_error = "omgs: finish(): the allgather of " + group_label(g) + " " +
-                 (w == WaitStatus::failed ? "completed with an MPI error; this rank's "
-                                            "communicator is no longer usable and every later "
-                                            "group fails"
-                                          : "was never submitted") +
-                 "; this rank's selection was kept in its residual";
+                 collective_failure(w) + "; this rank's selection was kept in its residual";
     return;
   }
   const int bad = kernels::count_failed_blocks(exec(), recv, recv_offset[g], group_k[g], size,

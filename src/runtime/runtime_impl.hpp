@@ -188,6 +188,10 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   void sparsify(std::size_t g);
   void submit(std::size_t g);
   void aggregate(std::size_t g);
+  // dense_groups.cpp: groups exchanged by one MPI_Iallreduce (Collective::dense).
+  bool is_dense(std::size_t g) const { return plan.groups[g].collective == Collective::dense; }
+  void send_dense(std::size_t g);
+  void complete_dense(std::size_t g, WaitStatus w);
   Status fail(Status s, std::string message) {
     last_error = std::move(message);
     return s;
@@ -197,6 +201,7 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   WaitStatus wait_for_group(std::size_t g);
   IterationStats timed_out(std::size_t g);
   void complete_group(std::size_t g, WaitStatus w);
+  static std::string collective_failure(WaitStatus w);  // "completed with an MPI error..."
   void close_iteration(double finish_start);
   // profiler.cpp: measured backward times, the measured timeline, the replan.
   void finish_timeline() noexcept;

@@ -310,6 +310,7 @@ void RuntimeImpl::check_plan() {
   for (const Group& g : plan.groups) {
     h = fnv1a(h, &g.begin, sizeof g.begin);
     h = fnv1a(h, &g.end, sizeof g.end);
+    h = fnv1a(h, &g.collective, sizeof g.collective);
   }
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, {h, plan.groups.size()}, mx, mn);

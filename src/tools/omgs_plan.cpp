@@ -17,9 +17,9 @@
 namespace {
 
 constexpr const char* usage_text =
-    "usage: omgs-plan --model FILE.csv --workers P --density D\n"
+    "usage: omgs-plan --model FILE.csv (--workers P | --workers-sweep LIST) --density D\n"
     "                 [--perf reference|FILE.json] [--planner "
-    "mgs|layerwise|single|threshold|optimal|automatic|all]\n"
+    "mgs|layerwise|single|threshold|optimal|mgs_mixed|dense|mixed|automatic|all]\n"
     "                 [--threshold NUMEL] [--format table|json] [--svg FILE.svg]\n"
     "\n"
     "Groups the gradient tensors of a model (CSV: header name,numel,backward_s; one row per\n"
@@ -27,10 +27,14 @@ constexpr const char* usage_text =
     "\n"
     "  --model FILE     model description (see examples/models/)\n"
     "  --workers P      number of ranks (>= 1)\n"
+    "  --workers-sweep LIST  e.g. 2,4,...,4096: predicted iteration time of the dense,\n"
+    "                   all-sparse MGS, optimal and mixed plans for each P (table or json;\n"
+    "                   --svg draws the crossover); needs a model with allreduce costs\n"
     "  --density D      fraction of gradient entries top-k keeps, 0 < D <= 1\n"
     "  --perf SPEC      'reference' (the OMGS-SGD paper's cluster; P in 2,4,8,16) or an\n"
     "                   alpha-beta JSON file (default: reference)\n"
-    "  --planner NAME   mgs (default), layerwise, single, threshold, optimal, or all to compare\n"
+    "  --planner NAME   mgs (default), layerwise, single, threshold, optimal, mgs_mixed,\n"
+    "                   dense, mixed (the last three need allreduce costs), or all to compare\n"
     "  --threshold N    group size of the threshold planner in elements (default 8192)\n"
     "  --format F       table (default) or json\n"
     "  --svg FILE       also draw the predicted pipeline as an SVG Gantt chart (one block of\n"
@@ -39,6 +43,7 @@ constexpr const char* usage_text =
 struct Args {
   std::string model;
   std::string workers;
+  std::string sweep;
   std::string density;
   std::string perf = "reference";
   std::string planner = "mgs";
@@ -89,6 +94,9 @@ Args parse_args(int argc, char** argv) {
     } else if (opt == "--workers") {
       a.workers = value();
       have_workers = true;
+    } else if (opt == "--workers-sweep") {
+      a.sweep = value();
+      have_workers = true;
     } else if (opt == "--density") {
       a.density = value();
       have_density = true;
@@ -109,6 +117,8 @@ Args parse_args(int argc, char** argv) {
   }
   if (!have_model) die("--model FILE.csv is required\n" + std::string(usage_text), 2);
   if (!have_workers) die("--workers P is required\n" + std::string(usage_text), 2);
+  if (!a.sweep.empty() && !a.workers.empty())
+    die("--workers and --workers-sweep exclude each other", 2);
   if (!have_density) die("--density D is required\n" + std::string(usage_text), 2);
   return a;
 }
@@ -170,26 +180,24 @@ void print_status(std::ostream& os, const omgs::Plan& plan) {
 void print_plan_table(std::ostream& os, const omgs::Plan& plan,
                       const std::vector<omgs::LayerSpec>& layers) {
   const omgs::Timeline& t = plan.predicted;
-  os << "planner " << omgs::to_string(plan.planner) << ": " << plan.groups.size()
-     << " groups, predicted iteration " << seconds(t.iteration_end_s) << " s (compute "
-     << seconds(t.compute_end_s) << " s, communication not hidden "
+  os << "planner " << omgs::to_string(plan.planner) << ": " << plan.groups.size() << " groups ("
+     << plan.dense_groups() << " dense), predicted iteration " << seconds(t.iteration_end_s)
+     << " s (compute " << seconds(t.compute_end_s) << " s, communication not hidden "
      << seconds(t.non_overlapped_comm_s) << " s)\n";
+  if (plan.planner == omgs::Planner::mixed)
+    os << "  picked: " << omgs::to_string(plan.picked) << " (the best predicted candidate)\n";
   print_status(os, plan);
   print_table(os, plan.groups.size() + 1, [&](std::size_t i) -> Row {
     if (i == 0)
-      return {"group",
-              "layers",
-              "numel",
-              "topk_end_s",
-              "comm_start_s",
-              "comm_end_s",
-              "first .. last (backward order)"};
+      return {"group",      "layers",       "numel",      "collective",
+              "topk_end_s", "comm_start_s", "comm_end_s", "first .. last (backward order)"};
     const std::size_t g = i - 1;
     const omgs::Group& gr = plan.groups[g];
     const omgs::GroupTiming& gt = t.groups[g];
-    return {std::to_string(g),      std::to_string(gr.end - gr.begin), std::to_string(gr.numel),
-            seconds(gt.topk_end_s), seconds(gt.comm_start_s),          seconds(gt.comm_end_s),
-            group_label(layers, gr)};
+    return {std::to_string(g),        std::to_string(gr.end - gr.begin),
+            std::to_string(gr.numel), std::string(omgs::to_string(gr.collective)),
+            seconds(gt.topk_end_s),   seconds(gt.comm_start_s),
+            seconds(gt.comm_end_s),   group_label(layers, gr)};
   });
 }
 
@@ -215,13 +223,68 @@ void print_comparison(std::ostream& os, const std::vector<omgs::Plan>& plans) {
   for (const omgs::Plan& p : plans) print_status(os, p);
 }
 
+void write_file(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) die("--svg: cannot open '" + path + "' for writing");
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) die("--svg: writing '" + path + "' failed");
+}
+
+std::string collectives(const omgs::Plan& p) {
+  return std::to_string(p.dense_groups()) + "/" + std::to_string(p.groups.size());
+}
+
+int run_sweep(const Args& args, const std::vector<omgs::LayerSpec>& layers,
+              const omgs::PerfModel& model, double density) {
+  const std::vector<omgs::SweepRow> rows =
+      omgs::sweep_workers(layers, model, density, omgs::parse_workers_list(args.sweep));
+  std::ostringstream title;
+  title << args.model << ": density " << density << ", " << model.describe();
+  if (!args.svg.empty()) write_file(args.svg, omgs::sweep_svg(rows, title.str()));
+  if (args.format == "json") {
+    std::cout << "{\"density\": " << density << ", \"sweep\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const omgs::SweepRow& r = rows[i];
+      std::cout << (i ? ",\n" : "\n") << "{\"workers\": " << r.workers
+                << ", \"dense_s\": " << seconds(r.dense.predicted.iteration_end_s)
+                << ", \"mgs_s\": " << seconds(r.mgs.predicted.iteration_end_s)
+                << ", \"optimal_s\": " << seconds(r.optimal.predicted.iteration_end_s)
+                << ", \"mixed_s\": " << seconds(r.mixed.predicted.iteration_end_s)
+                << ", \"mixed_picked\": \"" << omgs::to_string(r.mixed.picked)
+                << "\", \"mixed_dense_groups\": " << r.mixed.dense_groups()
+                << ", \"mixed_groups\": " << r.mixed.groups.size() << "}";
+    }
+    std::cout << "]}\n";
+    return 0;
+  }
+  std::cout << title.str() << "\n\n";
+  print_table(std::cout, rows.size() + 1, [&](std::size_t i) -> Row {
+    if (i == 0)
+      return {"P",           "dense_s",        "mgs_s",        "optimal_s",
+              "mixed_s",     "mixed_vs_dense", "mixed_vs_mgs", "mixed_dense/groups",
+              "mixed_picked"};
+    const omgs::SweepRow& r = rows[i - 1];
+    const double mixed = r.mixed.predicted.iteration_end_s;
+    return {std::to_string(r.workers),
+            seconds(r.dense.predicted.iteration_end_s),
+            seconds(r.mgs.predicted.iteration_end_s),
+            seconds(r.optimal.predicted.iteration_end_s),
+            seconds(mixed),
+            ratio(mixed > 0 ? r.dense.predicted.iteration_end_s / mixed : 1.0),
+            ratio(mixed > 0 ? r.mgs.predicted.iteration_end_s / mixed : 1.0),
+            collectives(r.mixed),
+            std::string(omgs::to_string(r.mixed.picked))};
+  });
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
   try {
     omgs::PlanConfig config;
-    const long long workers = parse_int(args.workers, "--workers");
+    const long long workers = args.sweep.empty() ? parse_int(args.workers, "--workers") : 1;
     if (workers < 1 || workers > (1 << 24)) die("--workers " + args.workers + " must be >= 1", 2);
     config.workers = static_cast<int>(workers);
     config.density = parse_double(args.density, "--density");
@@ -232,15 +295,20 @@ int main(int argc, char** argv) {
     if (args.format != "table" && args.format != "json")
       die("--format '" + args.format + "' is not table or json", 2);
 
+    if (!args.sweep.empty()) {
+      const std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(args.model);
+      return run_sweep(args, layers, *omgs::make_perf_model(args.perf), config.density);
+    }
     std::vector<omgs::Planner> planners;
-    if (args.planner == "all")
-      planners = omgs::all_planners();
-    else
-      planners.push_back(omgs::parse_planner(args.planner));
-
     const std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(args.model);
     const std::unique_ptr<omgs::PerfModel> model = omgs::make_perf_model(args.perf);
     model->check_workers(config.workers);
+    if (args.planner == "all") {
+      planners = omgs::all_planners();
+      if (model->knows_allreduce(config.workers))
+        for (omgs::Planner p : omgs::choice_planners()) planners.push_back(p);
+    } else
+      planners.push_back(omgs::parse_planner(args.planner));
 
     std::vector<omgs::Plan> plans;
     for (omgs::Planner p : planners) plans.push_back(omgs::make_plan(p, layers, *model, config));
@@ -252,11 +320,7 @@ int main(int argc, char** argv) {
       std::ostringstream title;
       title << args.model << ": P = " << config.workers << ", density = " << config.density << ", "
             << model->describe();
-      const std::string svg = omgs::timeline_svg(rows, title.str());
-      std::FILE* f = std::fopen(args.svg.c_str(), "wb");
-      if (f == nullptr) die("--svg: cannot open '" + args.svg + "' for writing");
-      const bool ok = std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
-      if (std::fclose(f) != 0 || !ok) die("--svg: writing '" + args.svg + "' failed");
+      write_file(args.svg, omgs::timeline_svg(rows, title.str()));
     }
 
     if (args.format == "json") {

@@ -65,4 +65,26 @@ inline std::unique_ptr<omgs::PerfModel> random_model(std::mt19937_64& rng, int& 
       std::map<int, omgs::AlphaBeta>{{workers, {u(rng) * 5e-3, u(rng) * 1e-9}}});
 }
 
+/// A random alpha-beta model that also knows the dense allreduce (a table entry for P or a
+/// formula of P, at random), with costs spread so that either collective can win; sets
+/// workers.
+inline std::unique_ptr<omgs::AlphaBetaModel> random_mixed_model(std::mt19937_64& rng,
+                                                                int& workers) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::uniform_int_distribution<int> pick(0, 3);
+  workers = 1 << (1 + pick(rng) * 3);  // 2, 16, 128, 1024
+  omgs::CollectiveCosts allgather;
+  omgs::CollectiveCosts allreduce;
+  allgather.table[workers] = {u(rng) * 2e-3, u(rng) * 1e-9};
+  if (pick(rng) % 2) {
+    allreduce.table[workers] = {u(rng) * 2e-3, u(rng) * 2e-9};
+  } else {
+    allreduce.has_formula = true;
+    allreduce.formula = {u(rng) * 1e-4, u(rng) * 1e-4, u(rng) * 1e-6, u(rng) * 1e-9};
+  }
+  const auto form = pick(rng) % 2 ? omgs::TopkForm::linear : omgs::TopkForm::nlogn;
+  return std::make_unique<omgs::AlphaBetaModel>(form, u(rng) * 1e-4, u(rng) * 1e-9, allgather,
+                                                allreduce);
+}
+
 }  // namespace omgs_test

@@ -1,0 +1,97 @@
+// The collective of each group (sparse or dense): names, and the choice for a fixed
+// grouping (MGS's extension, Planner::mgs_mixed; docs/planner.md).
+#include <algorithm>
+#include <cstdint>
+
+#include <omgs/plan.hpp>
+
+namespace omgs {
+
+std::string_view to_string(Collective collective) {
+  return collective == Collective::dense ? "dense" : "sparse";
+}
+
+std::size_t Plan::dense_groups() const {
+  return static_cast<std::size_t>(std::count_if(groups.begin(), groups.end(), [](const Group& g) {
+    return g.collective == Collective::dense;
+  }));
+}
+
+namespace {
+// After groups [0, g]: (end of the last top-k, end of the last communication), the state
+// of the previous group it came from and the collective of group g.
+struct ChoiceState {
+  double compute_end;
+  double comm_end;
+  std::uint32_t parent;
+  bool dense;
+};
+
+// The fronts of all groups together hold at most this many states (4 bytes each are kept
+// for the way back: 16 MiB), and each at least 64.
+constexpr std::size_t max_choice_states = std::size_t{1} << 22;
+
+// Keeps the Pareto front: sorted by compute end, strictly falling comm end. Stable, and
+// sparse states are pushed first, so ties keep the sparse choice.
+void keep_front(std::vector<ChoiceState>& st, std::size_t max_choice_front) {
+  std::stable_sort(st.begin(), st.end(), [](const ChoiceState& a, const ChoiceState& b) {
+    return a.compute_end < b.compute_end;
+  });
+  std::size_t kept = 0;
+  for (const ChoiceState& s : st)
+    if (kept == 0 || s.comm_end < st[kept - 1].comm_end) st[kept++] = s;
+  st.resize(kept);
+  if (st.size() <= max_choice_front) return;
+  // Evenly spaced states, the first (earliest compute) and last (earliest comm) included.
+  std::vector<ChoiceState> thinned;
+  for (std::size_t i = 0; i < max_choice_front; ++i)
+    thinned.push_back(st[i * (st.size() - 1) / (max_choice_front - 1)]);
+  st = std::move(thinned);
+}
+}  // namespace
+
+std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
+                                      std::vector<Group> groups, const PerfModel& model,
+                                      const PlanConfig& config) {
+  for (Group& g : groups) g.collective = Collective::sparse;
+  if (!model.knows_allreduce(config.workers) || groups.empty()) return groups;
+  predict(layers, groups, model, config);  // checks the partition and the sparse costs
+  // back[g][s]: state s after group g came from state back[g][s] >> 1 of group g - 1, and
+  // group g is dense if its low bit is set (4 bytes per state are kept, not 24).
+  std::vector<std::vector<std::uint32_t>> back(groups.size());
+  std::vector<ChoiceState> prev = {{0.0, 0.0, 0, false}};
+  std::vector<ChoiceState> next;
+  const std::size_t cap = std::max<std::size_t>(64, max_choice_states / groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const Group& gr = groups[g];
+    double tb = 0.0;  // summed as predict() does, so the result is bit-identical to it
+    std::uint64_t numel = 0;
+    for (std::size_t l = gr.end; l-- > gr.begin;) {
+      tb = tb + layers[l].backward_s;
+      numel += layers[l].numel;
+    }
+    const double ts = model.topk_s(numel);
+    const double tc = model.allgather_s(numel, config.workers, config.density);
+    const double tr = model.allreduce_s(numel, config.workers);
+    next.clear();
+    for (std::size_t s = 0; s < prev.size(); ++s) {
+      const double e = (prev[s].compute_end + tb) + ts;
+      next.push_back({e, std::max(prev[s].comm_end, e) + tc, static_cast<std::uint32_t>(s), false});
+    }
+    for (std::size_t s = 0; s < prev.size(); ++s) {
+      const double e = (prev[s].compute_end + tb) + 0.0;
+      next.push_back({e, std::max(prev[s].comm_end, e) + tr, static_cast<std::uint32_t>(s), true});
+    }
+    keep_front(next, cap);
+    for (const ChoiceState& st : next) back[g].push_back(st.parent << 1 | (st.dense ? 1u : 0u));
+    std::swap(prev, next);
+  }
+  std::uint32_t s = static_cast<std::uint32_t>(prev.size() - 1);  // the earliest comm end
+  for (std::size_t g = groups.size(); g-- > 0;) {
+    groups[g].collective = (back[g][s] & 1u) != 0 ? Collective::dense : Collective::sparse;
+    s = back[g][s] >> 1;
+  }
+  return groups;
+}
+
+}  // namespace omgs

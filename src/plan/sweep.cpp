@@ -1,0 +1,148 @@
+// Predicted plans over many numbers of workers, the worker list syntax, and the log-log
+// SVG chart of the crossover between dense and sparse (omgs-plan --workers-sweep).
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include <omgs/plan.hpp>
+
+#include "svg_text.hpp"
+
+namespace omgs {
+
+std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const PerfModel& model,
+                                    double density, const std::vector<int>& workers,
+                                    const OptimalBudget& budget) {
+  std::vector<SweepRow> rows;
+  for (int p : workers) {
+    const PlanConfig config{p, density, 8192};
+    model.check_workers(p);
+    if (!model.knows_allreduce(p)) model.allreduce_s(1, p);  // throws, naming P
+    SweepRow r;
+    r.workers = p;
+    r.mgs = make_plan(Planner::mgs, layers, model, config, budget);
+    r.dense = make_plan(Planner::dense, layers, model, config, budget);
+    r.optimal = make_plan(Planner::optimal, layers, model, config, budget);
+    // The same candidates as make_plan(Planner::mixed), without planning them twice.
+    r.mixed = best_of(
+        {r.mgs, make_plan(Planner::mgs_mixed, layers, model, config, budget), r.optimal, r.dense});
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+namespace {
+long long parse_positive(const std::string& item, std::string_view text) {
+  if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
+    throw Error("omgs: workers list '" + std::string(text) + "': '" + item +
+                "' is not a positive integer");
+  errno = 0;
+  const long long v = std::strtoll(item.c_str(), nullptr, 10);
+  if (errno == ERANGE || v < 1 || v > (1 << 24))
+    throw Error("omgs: workers list '" + std::string(text) + "': " + item +
+                " is outside 1 .. 16777216");
+  return v;
+}
+}  // namespace
+
+std::vector<int> parse_workers_list(std::string_view text) {
+  std::vector<std::string> items;
+  std::string item;
+  std::istringstream in{std::string(text)};
+  while (std::getline(in, item, ',')) items.push_back(item);
+  if (items.empty()) throw Error("omgs: the workers list is empty");
+  std::vector<int> out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items[i] != "...") {
+      out.push_back(static_cast<int>(parse_positive(items[i], text)));
+      continue;
+    }
+    if (out.size() < 2 || i + 1 >= items.size() || items[i + 1] == "...")
+      throw Error("omgs: workers list '" + std::string(text) +
+                  "': '...' needs two numbers before it and one after it");
+    const long long a = out[out.size() - 2], b = out.back();
+    const long long last = parse_positive(items[i + 1], text);
+    const bool geometric = b > a && b % a == 0;
+    if (b <= a || last < b)
+      throw Error("omgs: workers list '" + std::string(text) + "': '...' needs rising numbers");
+    for (long long v = geometric ? b * (b / a) : b + (b - a); v < last;
+         v = geometric ? v * (b / a) : v + (b - a))
+      out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title) {
+  using detail::fmt;
+  const double left = 90, right = 170, top = 50, bottom = 50, width = 900, height = 520;
+  const double plot_w = width - left - right, plot_h = height - top - bottom;
+  struct Series {
+    const char* name;
+    const char* color;
+    const Plan SweepRow::*plan;
+  };
+  const Series series[] = {{"dense", "#d62728", &SweepRow::dense},
+                           {"mgs (all sparse)", "#1f77b4", &SweepRow::mgs},
+                           {"optimal", "#2ca02c", &SweepRow::optimal},
+                           {"mixed", "#000000", &SweepRow::mixed}};
+  double tmin = HUGE_VAL, tmax = 0, pmin = HUGE_VAL, pmax = 0;
+  for (const SweepRow& r : rows) {
+    pmin = std::min(pmin, double(r.workers));
+    pmax = std::max(pmax, double(r.workers));
+    for (const Series& s : series) {
+      const double t = (r.*(s.plan)).predicted.iteration_end_s;
+      if (t > 0 && std::isfinite(t)) tmin = std::min(tmin, t), tmax = std::max(tmax, t);
+    }
+  }
+  if (!(tmax > 0)) tmin = 1e-3, tmax = 1e-2;
+  const double y0 = std::floor(std::log10(tmin)),
+               y1 = std::max(y0 + 1, std::ceil(std::log10(tmax)));
+  const double x0 = rows.empty() ? 0 : std::log2(pmin);
+  const double x1 = std::max(x0 + 1, rows.empty() ? 1 : std::log2(pmax));
+  auto X = [&](double p) { return left + (std::log2(p) - x0) / (x1 - x0) * plot_w; };
+  auto Y = [&](double t) { return top + plot_h - (std::log10(t) - y0) / (y1 - y0) * plot_h; };
+
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(width) << "\" height=\""
+    << fmt(height) << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    << "<text x=\"" << fmt(left) << "\" y=\"22\" font-size=\"13\" font-weight=\"bold\">"
+    << detail::xml_escape(title) << "</text>\n";
+  for (double d = y0; d <= y1; d += 1) {  // decades of seconds
+    const double y = Y(std::pow(10.0, d));
+    o << "<line x1=\"" << fmt(left) << "\" y1=\"" << fmt(y) << "\" x2=\"" << fmt(left + plot_w)
+      << "\" y2=\"" << fmt(y) << "\" stroke=\"#ddd\"/>\n<text x=\"" << fmt(left - 6) << "\" y=\""
+      << fmt(y + 4) << "\" text-anchor=\"end\">1e" << int(d) << " s</text>\n";
+  }
+  for (const SweepRow& r : rows) {
+    const double x = X(r.workers);
+    o << "<line x1=\"" << fmt(x) << "\" y1=\"" << fmt(top) << "\" x2=\"" << fmt(x) << "\" y2=\""
+      << fmt(top + plot_h) << "\" stroke=\"#eee\"/>\n<text x=\"" << fmt(x) << "\" y=\""
+      << fmt(top + plot_h + 16) << "\" text-anchor=\"middle\">" << r.workers << "</text>\n";
+  }
+  o << "<text x=\"" << fmt(left + plot_w / 2) << "\" y=\"" << fmt(height - 12)
+    << "\" text-anchor=\"middle\">workers P (log scale)</text>\n";
+  for (std::size_t i = 0; i < std::size(series); ++i) {
+    const Series& s = series[i];
+    std::string points;
+    for (const SweepRow& r : rows) {
+      const double t = (r.*(s.plan)).predicted.iteration_end_s;
+      if (t > 0 && std::isfinite(t)) points += fmt(X(r.workers)) + "," + fmt(Y(t)) + " ";
+    }
+    const char* dash = i == 3 ? " stroke-dasharray=\"6,3\"" : "";
+    o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\"" << dash
+      << " points=\"" << points << "\"><title>" << s.name << "</title></polyline>\n";
+    const double ly = top + 14 + 18 * double(i);
+    o << "<line x1=\"" << fmt(left + plot_w + 12) << "\" y1=\"" << fmt(ly) << "\" x2=\""
+      << fmt(left + plot_w + 36) << "\" y2=\"" << fmt(ly) << "\" stroke=\"" << s.color
+      << "\" stroke-width=\"2\"" << dash << "/>\n<text x=\"" << fmt(left + plot_w + 42) << "\" y=\""
+      << fmt(ly + 4) << "\">" << s.name << "</text>\n";
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+}  // namespace omgs

@@ -1,0 +1,167 @@
+// Sparse or dense per group in the runtime (issue #19), on 1, 2 and 4 ranks: a plan whose
+// neighbouring groups alternate between MPI_Iallgatherv and MPI_Iallreduce runs without
+// deadlock; dense groups give the dense average with the residual untouched, sparse groups
+// the same result as an all-sparse run; gradient mass is conserved; a non-finite dense
+// group fails on every rank and keeps healthy ranks' gradients in their residuals.
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <omgs/runtime.hpp>
+
+#include "omgs_catch.hpp"
+#include "runtime_test_support.hpp"
+
+using omgs_test::to_host;
+using omgs_test::world_rank;
+using omgs_test::world_size;
+
+namespace {
+// Big layers (top-k costs 1 us per element) are cheaper dense (an allreduce costs 1 ms);
+// small ones are cheaper sparse. The allgather has no start-up cost, so MGS merges nothing
+// beyond its fixed pair (the last two layers).
+std::vector<omgs::LayerSpec> alternating_layers() {
+  return {{"l0", 20000, 1e-4}, {"l1", 12, 1e-4}, {"l2", 30000, 1e-4}, {"l3", 9, 1e-4},
+          {"l4", 25000, 1e-4}, {"l5", 11, 1e-4}, {"l6", 7, 1e-4},     {"l7", 40000, 1e-4}};
+}
+
+std::string write_model() {
+  const std::string path = "omgs_test_dense_groups_perf.json";
+  if (world_rank() == 0) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    std::fputs(
+        R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 0, "c1_s": 1e-6},
+            "allgather": [], "allgather_formula": {"alpha_s": 0, "beta_s_per_byte": 1e-12},
+            "allreduce_formula": {"alpha_s": 1e-3, "beta_s_per_byte": 1e-12}})",
+        f);
+    std::fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return path;
+}
+
+omgs::RuntimeOptions options(omgs::Planner planner, const std::string& perf) {
+  omgs::RuntimeOptions opt;
+  opt.density = 0.05;
+  opt.planner = planner;
+  opt.perf_model = perf;
+  opt.backward_times = omgs::BackwardTimes::given;
+  return opt;
+}
+
+// Deterministic per (rank, iteration, layer, element), known on every rank.
+float value(int rank, int it, std::size_t l, std::size_t i) {
+  return std::sin(0.37f * float(i) + 1.3f * float(rank) + 0.7f * float(it) + float(l));
+}
+
+void fill(omgs::Runtime& rt, int it) {
+  for (std::size_t l = 0; l < rt.layers().size(); ++l) {
+    std::vector<float> g(rt.layers()[l].numel);
+    for (std::size_t i = 0; i < g.size(); ++i) g[i] = value(world_rank(), it, l, i);
+    omgs_test::copy_to(rt.gradient(l), g);
+  }
+}
+
+void backward(omgs::Runtime& rt) {
+  for (std::size_t l = rt.layers().size(); l-- > 0;) REQUIRE(rt.ready(l) == omgs::Status::ok);
+}
+}  // namespace
+
+TEST_CASE("dense groups: dense average, sparse as before, no deadlock, mass conserved",
+          "[runtime][dense]") {
+  const std::string perf = write_model();
+  omgs::Runtime mixed(MPI_COMM_WORLD, alternating_layers(),
+                      options(omgs::Planner::mgs_mixed, perf));
+  omgs::Runtime sparse(MPI_COMM_WORLD, alternating_layers(), options(omgs::Planner::mgs, perf));
+  const omgs::Plan& plan = mixed.plan();
+  REQUIRE(plan.groups.size() == sparse.plan().groups.size());
+  std::size_t switches = 0;
+  for (std::size_t g = 1; g < plan.groups.size(); ++g)
+    switches += plan.groups[g].collective != plan.groups[g - 1].collective;
+  INFO("dense groups " << plan.dense_groups() << " of " << plan.groups.size());
+  REQUIRE(plan.dense_groups() >= 2);
+  REQUIRE(switches >= 3);  // neighbours use different collectives
+  const int P = world_size();
+  const std::size_t L = mixed.layers().size();
+  std::vector<std::vector<double>> fed(L), applied(L);
+  for (std::size_t l = 0; l < L; ++l) {
+    fed[l].assign(mixed.layers()[l].numel, 0.0);
+    applied[l].assign(mixed.layers()[l].numel, 0.0);
+  }
+  for (int it = 0; it < 4; ++it) {
+    fill(mixed, it);
+    fill(sparse, it);
+    backward(mixed);
+    backward(sparse);
+    REQUIRE(mixed.finish().status == omgs::Status::ok);
+    REQUIRE(sparse.finish().status == omgs::Status::ok);
+    for (const omgs::Group& gr : plan.groups)
+      for (std::size_t l = gr.begin; l < gr.end; ++l) {
+        const auto agg = to_host(mixed.aggregated(l));
+        const auto res = to_host(mixed.residual(l));
+        for (std::size_t i = 0; i < agg.size(); ++i) {
+          for (int r = 0; r < P; ++r) fed[l][i] += value(r, it, l, i);
+          applied[l][i] += double(P) * agg[i];
+        }
+        if (gr.collective == omgs::Collective::sparse) {
+          CHECK(agg == to_host(sparse.aggregated(l)));  // bit for bit: the same exchange
+          CHECK(res == to_host(sparse.residual(l)));
+          continue;
+        }
+        for (std::size_t i = 0; i < agg.size(); ++i) {
+          double mean = 0;
+          for (int r = 0; r < P; ++r) mean += value(r, it, l, i);
+          mean /= P;
+          REQUIRE(std::fabs(agg[i] - mean) <= 1e-5 * (1.0 + std::fabs(mean)));
+          REQUIRE(res[i] == 0.0f);  // residual untouched
+        }
+      }
+  }
+  // Conservation over all iterations: the sum over ranks of what was fed in equals P times
+  // the applied aggregates plus what the residuals still hold.
+  for (std::size_t l = 0; l < L; ++l) {
+    const auto res = to_host(mixed.residual(l));
+    std::vector<double> held(res.begin(), res.end());
+    MPI_Allreduce(MPI_IN_PLACE, held.data(), int(held.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < held.size(); ++i)
+      REQUIRE(std::fabs(fed[l][i] - applied[l][i] - held[i]) <=
+              1e-4 * (1.0 + std::fabs(fed[l][i])));
+  }
+  CHECK(mixed.progress_stats().groups_completed == 4 * plan.groups.size());
+}
+
+TEST_CASE("dense groups: a non-finite dense group fails everywhere, mass kept",
+          "[runtime][dense]") {
+  const std::string perf = write_model();
+  omgs::Runtime rt(MPI_COMM_WORLD, alternating_layers(), options(omgs::Planner::mgs_mixed, perf));
+  std::size_t dense_layer = rt.layers().size();
+  for (const omgs::Group& g : rt.plan().groups)
+    if (g.collective == omgs::Collective::dense) dense_layer = g.begin;
+  REQUIRE(dense_layer < rt.layers().size());
+  fill(rt, 0);
+  const bool poisoned = world_rank() == world_size() - 1;
+  if (poisoned) {
+    std::vector<float> g = to_host(rt.gradient(dense_layer));
+    g[3] = std::nanf("");
+    omgs_test::copy_to(rt.gradient(dense_layer), g);
+  }
+  backward(rt);
+  const omgs::IterationStats st = rt.finish();
+  CHECK(st.status == omgs::Status::nonfinite_gradient);
+  CHECK(rt.plan().groups[std::size_t(st.failed_group)].collective == omgs::Collective::dense);
+  const auto agg = to_host(rt.aggregated(dense_layer));
+  const auto res = to_host(rt.residual(dense_layer));
+  for (std::size_t i = 0; i < agg.size(); ++i) {
+    REQUIRE(agg[i] == 0.0f);
+    // A healthy rank keeps its gradient; the poisoned one keeps its residual as it was.
+    REQUIRE(res[i] == (poisoned ? 0.0f : value(world_rank(), 0, dense_layer, i)));
+  }
+  // Training goes on.
+  fill(rt, 1);
+  backward(rt);
+  CHECK(rt.finish().status == omgs::Status::ok);
+}
