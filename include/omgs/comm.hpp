@@ -73,13 +73,16 @@ enum class ProgressMode {
 
 OMGS_EXPORT const char* to_string(ProgressMode mode);
 
-/// Idle back-off of the progress thread: after `spin_iterations` empty polls it yields
-/// for `yield_iterations` polls, then sleeps `sleep_s` between polls. Anything that
-/// happens (a submission, a completion) resets it to spinning.
+/// Back-off of every polling loop (the progress thread idling, wait(), the runtime's
+/// submit): after `spin_iterations` empty polls it yields for `yield_iterations` polls,
+/// then sleeps, starting at `sleep_s` and doubling up to `max_sleep_s`. Anything that
+/// happens (a submission, a completion) resets it to spinning. On a loaded machine the
+/// sleeping thread leaves its core to the threads that have work (docs/openmp.md).
 struct IdleOptions {
   int spin_iterations = 2000;
   int yield_iterations = 200;
   double sleep_s = 50e-6;
+  double max_sleep_s = 500e-6;  ///< bound of the doubling sleep (not below sleep_s)
 };
 
 /// Caller-owned buffers of one merged group. Each rank contributes up to k pairs from
@@ -114,6 +117,10 @@ struct ProgressOptions {
   /// uses (hwloc_cudart_get_device_cpuset). Empty: the whole process cpuset.
   std::vector<int> preferred_pus;
   IdleOptions idle;
+  /// The caller's compute threads per rank (e.g. Kokkos OpenMP's concurrency; 0 = 1).
+  /// Automatic pinning leaves the progress thread unpinned, and a warning is printed once,
+  /// when the ranks on a node need more threads than their cpuset has cores.
+  int compute_threads = 0;
   /// Read OMGS_PROGRESS_CPU and OMGS_GPU_AWARE_MPI (they win over pin / gpu_aware).
   bool read_environment = true;
   /// Submit / completion queue capacity; 0 = the smallest power of two >= 2 * groups.
@@ -124,8 +131,9 @@ struct ProgressOptions {
   CopyFunction copy_to_device;  ///< needed when staging device buffers through host
   /// Default bound of wait() / wait_all(), seconds.
   double wait_timeout_s = 300.0;
-  /// How long the destructor lets in-flight collectives finish before giving up, seconds.
-  double shutdown_timeout_s = 60.0;
+  /// How long the destructor lets in-flight collectives finish before giving up, seconds
+  /// (the same default as RuntimeOptions::shutdown_timeout_s).
+  double shutdown_timeout_s = 5.0;
 };
 
 enum class SubmitStatus {

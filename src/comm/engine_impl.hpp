@@ -8,23 +8,18 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <omgs/comm.hpp>
 #include <omgs/queue.hpp>
 
+#include "comm/backoff.hpp"
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
+#include "comm/layout.hpp"
 #include "comm/pinning.hpp"
 #include "comm/watchdog.hpp"
-
-// A pause in busy-wait loops (the progress thread idling, wait()).
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define OMGS_CPU_RELAX() _mm_pause()
-#else
-#define OMGS_CPU_RELAX() ((void)0)
-#endif
 
 namespace omgs::detail {
 
@@ -101,7 +96,9 @@ class EngineImpl {
   void agree_on_groups(const std::vector<GroupBuffers>& groups, const std::string& local_error);
   void init_groups(const std::vector<GroupBuffers>& groups);
   void init_driver_state();
-  void start_progress();
+  std::pair<int, int> node_ranks();
+  RankLayout measure_layout(std::pair<int, int> node);
+  void start_progress(std::pair<int, int> node);
   void shutdown() noexcept;
 
   bool step() noexcept;               // [P] one pass: pop submissions, post in order, test
@@ -156,6 +153,7 @@ class EngineImpl {
   std::vector<int> pending_;
 
   std::unique_ptr<Pinner> pinner_;
+  RankLayout layout_;  // thread mode: what the automatic pin decided on
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> stopped_{false};

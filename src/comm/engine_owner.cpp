@@ -89,7 +89,7 @@ WaitStatus EngineImpl::wait(int g, double timeout_s) noexcept {
   }
   if (timeout_s < 0) timeout_s = options_.wait_timeout_s;
   const auto deadline = deadline_after(timeout_s);
-  long idle = 0;
+  Backoff backoff(options_.idle);
   for (;;) {
     bool did = mode_ == ProgressMode::inline_ ? step() : false;
     int done = 0;
@@ -103,12 +103,11 @@ WaitStatus EngineImpl::wait(int g, double timeout_s) noexcept {
       pending_.push_back(done);  // capacity reserved: never allocates
     }
     if (did) {
-      idle = 0;
-    } else if (++idle > 1000) {
-      if (Clock::now() > deadline) return WaitStatus::timeout;
-      std::this_thread::yield();
+      backoff.reset();
     } else {
-      OMGS_CPU_RELAX();
+      // The deadline is checked on every empty poll: a zero timeout is a single test.
+      if (Clock::now() > deadline) return WaitStatus::timeout;
+      backoff.pause();
     }
   }
 }
@@ -140,11 +139,12 @@ Diagnosis EngineImpl::diagnose(int g, double timeout_s) {
   }
   // The driver runs it; in inline mode that is us.
   const auto give_up = deadline_after(timeout_s + 5.0);
+  Backoff backoff(options_.idle);
   while (!watchdog_.answered()) {
-    if (mode_ == ProgressMode::inline_) {
-      step();
+    if (mode_ == ProgressMode::inline_ && step()) {
+      backoff.reset();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      backoff.pause();
     }
     if (Clock::now() > give_up) {
       d.report = "omgs: watchdog: this rank's progress thread did not run the diagnosis";

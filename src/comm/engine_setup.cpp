@@ -2,7 +2,9 @@
 // state, the progress thread. Resources are members that free themselves (OwnedComm,
 // Watchdog, PairType), so a failed set-up cleans up on every path.
 #include <algorithm>
+#include <atomic>
 #include <climits>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <future>
@@ -15,6 +17,8 @@ namespace omgs::detail {
 namespace {
 
 constexpr const char* who = "omgs::ProgressEngine";
+
+std::atomic<bool> g_oversubscribed_warned{false};
 
 std::size_t next_pow2(std::size_t n) {
   std::size_t p = 2;
@@ -59,7 +63,44 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
   agree_on_groups(groups, validate_groups(groups));
   init_groups(groups);
   init_driver_state();
-  start_progress();
+  start_progress(node_ranks());
+}
+
+/// Collective (every mode, so that ranks in different modes still match): this rank's
+/// index among the ranks of the communicator on its node, and their number.
+std::pair<int, int> EngineImpl::node_ranks() {
+  MPI_Comm node = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  if (MPI_Comm_split_type(comm_.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+          MPI_SUCCESS &&
+      node != MPI_COMM_NULL) {
+    MPI_Comm_rank(node, &rank);
+    MPI_Comm_size(node, &size);
+    MPI_Comm_free(&node);
+  }
+  return {rank, size};
+}
+
+/// The layout the automatic pin decides on. A process cpuset that is the whole machine is
+/// shared by every rank of the node (the launcher did not bind ranks apart).
+RankLayout EngineImpl::measure_layout(std::pair<int, int> node) {
+  RankLayout l;
+  l.compute_threads = std::max(1, options_.compute_threads);
+  l.cores = pinner_->process_cores();
+  if (pinner_->process_unbound()) {
+    l.local_rank = node.first;
+    l.sharing_ranks = node.second;
+  }
+  if (oversubscribed(l) && l.compute_threads > 1 && l.local_rank == 0 &&
+      !g_oversubscribed_warned.exchange(true)) {
+    const int fit = std::max(1, l.cores / l.sharing_ranks - 1);
+    std::fprintf(stderr,
+                 "omgs: warning: oversubscribed: %s; compute threads wait for descheduled ones "
+                 "and the progress thread is left unpinned. Set OMP_NUM_THREADS=%d and "
+                 "OMP_WAIT_POLICY=passive (docs/openmp.md)\n",
+                 describe(l).c_str(), fit);
+  }
+  return l;
 }
 
 /// Before any collective: MPI usable, the environment applied (job scripts set it
@@ -114,6 +155,13 @@ std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups)
   if (staging_ && (!options_.copy_to_host || !options_.copy_to_device))
     return "options.buffer_space is device and MPI is not GPU-aware, but options.copy_to_host / "
            "options.copy_to_device are not set (needed to stage through host mirrors)";
+  const IdleOptions& idle = options_.idle;
+  if (idle.spin_iterations < 0 || idle.yield_iterations < 0 || !(idle.sleep_s >= 0) ||
+      !(idle.max_sleep_s >= 0) || !std::isfinite(idle.sleep_s) || !std::isfinite(idle.max_sleep_s))
+    return "options.idle: spin_iterations and yield_iterations must be >= 0, sleep_s and "
+           "max_sleep_s finite seconds >= 0";
+  if (options_.compute_threads < 0)
+    return "options.compute_threads = " + std::to_string(options_.compute_threads) + " is negative";
   const std::size_t cap = options_.queue_capacity;
   if (cap != 0 && (cap < 2 || (cap & (cap - 1))))
     return "options.queue_capacity = " + std::to_string(cap) + " is not a power of two >= 2";
@@ -198,7 +246,7 @@ void EngineImpl::init_driver_state() {
 
 /// Thread mode: choose the PU, start the thread and wait until it reports its binding, so
 /// stats are complete. Inline mode: say why there is no thread.
-void EngineImpl::start_progress() {
+void EngineImpl::start_progress(std::pair<int, int> node) {
   if (mode_ != ProgressMode::thread) {
     pin_note_ =
         std::string("unpinned: inline mode (") +
@@ -207,7 +255,9 @@ void EngineImpl::start_progress() {
     return;
   }
   pinner_ = std::make_unique<Pinner>();
-  const int pu = pinner_->choose(options_.pin, options_.preferred_pus, pin_what_, pin_note_);
+  layout_ = measure_layout(node);
+  const int pu =
+      pinner_->choose(options_.pin, options_.preferred_pus, pin_what_, layout_, pin_note_);
   // The thread writes pinned_pu_ / pin_note_ before set_value; get() acquires them.
   std::promise<void> bound;
   std::future<void> bound_future = bound.get_future();
@@ -234,11 +284,16 @@ void EngineImpl::shutdown() noexcept {
   } else if (!mpi_finalized()) {
     // Inline: drain what was submitted, bounded like the thread.
     const auto deadline = deadline_after(options_.shutdown_timeout_s);
+    Backoff backoff(options_.idle);
     for (;;) {
       const bool did = step();
       if (!did && inflight_ == 0 && submit_q_->empty_approx()) break;
       if (Clock::now() > deadline) break;
-      if (!did) std::this_thread::yield();
+      if (did) {
+        backoff.reset();
+      } else {
+        backoff.pause();
+      }
     }
   }
   if (mpi_finalized()) {

@@ -70,18 +70,45 @@ static int choose_explicit(hwloc_topology_t topo, const PinOption& option, const
   return option.pu;
 }
 
+/// The process's binding, restricted to what the OS allows.
+static void process_cpuset(hwloc_topology_t topo, hwloc_bitmap_t out) {
+  if (hwloc_get_cpubind(topo, out, HWLOC_CPUBIND_PROCESS) != 0 || hwloc_bitmap_iszero(out)) {
+    hwloc_bitmap_copy(out, hwloc_topology_get_allowed_cpuset(topo));
+  }
+  hwloc_bitmap_and(out, out, hwloc_topology_get_allowed_cpuset(topo));
+}
+
+int Pinner::process_cores() {
+  Bitmap process;
+  process_cpuset(impl_->topo, process.set);
+  const int ncores = hwloc_get_nbobjs_by_type(impl_->topo, HWLOC_OBJ_CORE);
+  int n = 0;
+  for (int c = 0; c < ncores; ++c) {
+    hwloc_obj_t core = hwloc_get_obj_by_type(impl_->topo, HWLOC_OBJ_CORE, static_cast<unsigned>(c));
+    if (core != nullptr && hwloc_bitmap_intersects(core->cpuset, process.set)) ++n;
+  }
+  return n > 0 ? n : 1;
+}
+
+bool Pinner::process_unbound() {
+  Bitmap process;
+  process_cpuset(impl_->topo, process.set);
+  return hwloc_bitmap_isincluded(hwloc_topology_get_allowed_cpuset(impl_->topo), process.set) != 0;
+}
+
 int Pinner::choose(const PinOption& option, const std::vector<int>& preferred,
-                   const std::string& what, std::string& note) {
+                   const std::string& what, const RankLayout& layout, std::string& note) {
   hwloc_topology_t topo = impl_->topo;
   if (option.policy != PinPolicy::automatic) return choose_explicit(topo, option, what, note);
-
-  // automatic: the process's binding, restricted to what the OS allows.
-  Bitmap process;
-  if (hwloc_get_cpubind(topo, process.set, HWLOC_CPUBIND_PROCESS) != 0 ||
-      hwloc_bitmap_iszero(process.set)) {
-    hwloc_bitmap_copy(process.set, hwloc_topology_get_allowed_cpuset(topo));
+  if (oversubscribed(layout)) {
+    // A pinned thread could not move off a core that compute threads (or other ranks)
+    // need, nor to one that frees up: the OS scheduler places it better.
+    note = "unpinned: auto: oversubscribed, " + describe(layout);
+    return -1;
   }
-  hwloc_bitmap_and(process.set, process.set, hwloc_topology_get_allowed_cpuset(topo));
+
+  Bitmap process;
+  process_cpuset(topo, process.set);
 
   // Where the calling thread runs: its own binding when narrower than the process's,
   // else the PU it last ran on. Whole cores of those PUs are excluded.
@@ -111,6 +138,8 @@ int Pinner::choose(const PinOption& option, const std::vector<int>& preferred,
   const std::string caller_text = bitmap_list(caller.set);
   auto pick_from = [&](hwloc_const_bitmap_t candidates, const char* label) -> int {
     Bitmap free_pus;
+    // Ranks sharing the cpuset take different cores: the local_rank-th free one.
+    int skip = layout.sharing_ranks > 1 ? layout.local_rank : 0;
     // Last core first: the last core of a socket is the one MPI launchers and OpenMP
     // runtimes hand out last.
     for (int c = ncores - 1; c >= 0; --c) {
@@ -118,7 +147,7 @@ int Pinner::choose(const PinOption& option, const std::vector<int>& preferred,
       if (core == nullptr) continue;
       hwloc_bitmap_and(free_pus.set, core->cpuset, candidates);
       hwloc_bitmap_andnot(free_pus.set, free_pus.set, excluded.set);
-      if (!hwloc_bitmap_iszero(free_pus.set)) {
+      if (!hwloc_bitmap_iszero(free_pus.set) && skip-- == 0) {
         const int pu = hwloc_bitmap_first(free_pus.set);
         note = std::string("auto: last core free of the calling thread (PUs ") + caller_text +
                ") in the " + label + " (" + bitmap_list(candidates) + "): PU " +
@@ -166,6 +195,8 @@ bool Pinner::bind_current_thread(int pu, std::string& note) {
 
 #else  // built with -DOMGS_ENABLE_HWLOC=OFF
 
+#include <thread>
+
 #include "pinning.hpp"
 
 namespace omgs::detail {
@@ -174,8 +205,17 @@ struct Pinner::Impl {};
 Pinner::Pinner() : impl_(nullptr) {}
 Pinner::~Pinner() = default;
 
+int Pinner::process_cores() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+bool Pinner::process_unbound() {
+  return true;
+}
+
 int Pinner::choose(const PinOption& option, const std::vector<int>&, const std::string& what,
-                   std::string& note) {
+                   const RankLayout&, std::string& note) {
   note = option.policy == PinPolicy::none
              ? "unpinned: pinning disabled (" + what + " = none)"
              : "unpinned: omgs was built without hwloc (-DOMGS_ENABLE_HWLOC=OFF)";

@@ -13,9 +13,9 @@
 namespace omgs::detail {
 
 void EngineImpl::thread_main() {
-  const IdleOptions idle = options_.idle;
-  const auto sleep = std::chrono::duration<double>(idle.sleep_s);
-  long idle_iterations = 0;
+  // Nothing to progress: spin briefly, yield, then sleep with a doubling period (bounded by
+  // idle.max_sleep_s), so an idle thread leaves its core to the compute threads.
+  Backoff backoff(options_.idle);
   bool stopping = false;
   Clock::time_point deadline{};
   for (;;) {
@@ -32,16 +32,9 @@ void EngineImpl::thread_main() {
       if (Clock::now() > deadline) break;
     }
     if (did) {
-      idle_iterations = 0;
-      continue;
-    }
-    ++idle_iterations;
-    if (idle_iterations <= idle.spin_iterations) {
-      OMGS_CPU_RELAX();
-    } else if (idle_iterations <= static_cast<long>(idle.spin_iterations) + idle.yield_iterations) {
-      std::this_thread::yield();
+      backoff.reset();
     } else {
-      std::this_thread::sleep_for(sleep);
+      backoff.pause();
     }
   }
 }

@@ -141,6 +141,9 @@ void RuntimeImpl::start_engine() {
   po.wait_timeout_s = options.wait_timeout_s;
   po.shutdown_timeout_s = options.shutdown_timeout_s;
   po.read_environment = false;  // the runtime applied (and checked) the environment
+  // The host back-end's threads (OpenMP) per rank: the pin and the oversubscription
+  // warning count them (docs/openmp.md).
+  po.compute_threads = Kokkos::DefaultHostExecutionSpace().concurrency();
   if (!std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {
     po.buffer_space = MemorySpace::device;
     po.copy_to_host = kernels::copy_to_host;

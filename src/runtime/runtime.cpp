@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <thread>
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
+#include "comm/backoff.hpp"
 #include "runtime/exchange_kernels.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -111,12 +111,13 @@ void RuntimeImpl::sparsify(std::size_t g) {
 void RuntimeImpl::submit(std::size_t g) {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::submit"));
   const double deadline = now_s() + options.wait_timeout_s;
+  detail::Backoff backoff(IdleOptions{});
   for (;;) {
     const SubmitStatus s = engine->submit(static_cast<int>(g));
     if (s != SubmitStatus::queue_full) break;
     engine->progress();
     if (now_s() > deadline) break;
-    std::this_thread::yield();
+    backoff.pause();
   }
   current.bytes_sent += group_k[g] * sizeof(SparsePair);
   Kokkos::Profiling::popRegion();

@@ -1,4 +1,5 @@
-// Soak test: 10,000 iterations (OMGS_SOAK_ITERATIONS) of a runtime with random gradients.
+// Soak test: 10,000 iterations (OMGS_SOAK_ITERATIONS) of a runtime with random gradients, or
+// as many as fit in OMGS_SOAK_SECONDS (420 s; at least 2,000) on a loaded machine.
 // Every iteration it checks that no gradient mass is lost: on each rank the new residual
 // plus what was sent equals the old residual plus the gradient, element by element and
 // bit for bit; over all ranks the aggregated gradient times P equals the sum of what every
@@ -8,6 +9,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -44,7 +46,15 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   const int P = omgs_test::world_size();
   const int rank = omgs_test::world_rank();
   const char* env = std::getenv("OMGS_SOAK_ITERATIONS");
-  const int iterations = env != nullptr ? std::atoi(env) : 10000;
+  const int max_iterations = env != nullptr ? std::atoi(env) : 10000;
+  // A time budget (OMGS_SOAK_SECONDS, default 420 s) instead of idle cores: on a loaded
+  // machine the run stops early, all ranks at the same iteration, but never before
+  // min_iterations (the memory check needs a long steady state after iteration min/10).
+  const char* budget_env = std::getenv("OMGS_SOAK_SECONDS");
+  const double budget_s = budget_env != nullptr ? std::atof(budget_env) : 420.0;
+  const int min_iterations = std::min(max_iterations, 2000);
+  const double t_start = MPI_Wtime();
+  int iterations = max_iterations;
   omgs::RuntimeOptions opt;
   opt.density = 0.02;
   opt.perf_model = "calibrate";
@@ -77,7 +87,7 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   std::size_t failures = 0;
   int refits = 0;
   for (int it = 0; it < iterations; ++it) {
-    if (it == iterations / 10) rss_start = rss_kib();
+    if (it == min_iterations / 10) rss_start = rss_kib();
     // Some iterations scale the gradient up or down by orders of magnitude.
     const float scale = it % 97 == 0 ? 1e4f : (it % 89 == 0 ? 1e-4f : 1.0f);
     for (std::size_t l = 0; l < L; ++l) {
@@ -134,8 +144,11 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
     double agg_sum = 0.0;
     for (std::size_t l = 0; l < L; ++l)
       for (float a : agg[l]) agg_sum += static_cast<double>(a) * P;
-    double sums[2] = {sent_sum, std::fabs(sent_sum)}, global[2];
-    MPI_Allreduce(sums, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    // The third sum: ranks past the time budget (any one stops every rank).
+    const bool over = it + 1 >= min_iterations && MPI_Wtime() - t_start > budget_s;
+    double sums[3] = {sent_sum, std::fabs(sent_sum), over ? 1.0 : 0.0}, global[3];
+    MPI_Allreduce(sums, global, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (global[2] > 0) iterations = it + 1;
     if (std::fabs(agg_sum - global[0]) > 1e-5 * (global[1] + 1.0)) ++failures;
     if (failures > 0) {
       FAIL("iteration " << it << ": " << failures << " conservation failure(s); sent " << sent
@@ -148,8 +161,9 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
     }
   }
   const long rss_end = rss_kib();
-  INFO("resident memory " << rss_start << " KiB at iteration " << iterations / 10 << ", " << rss_end
-                          << " KiB at the end");
+  INFO("resident memory " << rss_start << " KiB at iteration " << min_iterations / 10 << ", "
+                          << rss_end << " KiB at the end");
+  CHECK(iterations >= min_iterations);
 #ifndef OMGS_TEST_UNDER_ASAN
   CHECK(allocs == 0);
   CHECK(rss_end - rss_start < 4096);
@@ -159,7 +173,8 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   CHECK(rt.last_refit().settled);
   if (rank == 0)
     std::printf(
-        "soak: %d iterations on %d ranks, %ld heap allocations in ready/finish, RSS %ld -> %ld "
-        "KiB; closed loop: %d refits, %u plan changes\n",
-        iterations, P, allocs, rss_start, rss_end, refits, rt.last_stats().plan_generation);
+        "soak: %d of %d iterations (%.0f s, budget %.0f s) on %d ranks, %ld heap allocations in "
+        "ready/finish, RSS %ld -> %ld KiB; closed loop: %d refits, %u plan changes\n",
+        iterations, max_iterations, MPI_Wtime() - t_start, budget_s, P, allocs, rss_start, rss_end,
+        refits, rt.last_stats().plan_generation);
 }
