@@ -37,22 +37,27 @@ class Backoff {
     sleep_ = min_sleep_;
   }
 
-  /// One empty poll: spin, yield, or sleep (the period doubles up to max_sleep_s).
-  void pause() noexcept {
+  /// One empty poll: spin, yield, or sleep (the period doubles up to max_sleep_s). With
+  /// `in_flight` (MPI has operations that only advance when polled) the sleep stays at
+  /// sleep_s: a longer one would stall every round of a non-blocking collective.
+  void pause(bool in_flight = false) noexcept {
     if (count_ < spin_) {
       ++count_;
       OMGS_CPU_RELAX();
     } else if (count_ < spin_ + yield_) {
       ++count_;
       std::this_thread::yield();
+    } else if (in_flight) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(min_sleep_));
     } else {
       std::this_thread::sleep_for(std::chrono::duration<double>(sleep_));
       sleep_ = std::min(max_sleep_, 2 * sleep_);
     }
   }
 
-  /// Whether pause() has reached the sleeping phase (for tests and statistics).
+  /// Whether pause() has reached the sleeping phase, and the next idle sleep (for tests).
   bool sleeping() const noexcept { return count_ >= spin_ + yield_; }
+  double next_sleep_s() const noexcept { return sleep_; }
 
  private:
   int spin_, yield_;

@@ -107,7 +107,7 @@ WaitStatus EngineImpl::wait(int g, double timeout_s) noexcept {
     } else {
       // The deadline is checked on every empty poll: a zero timeout is a single test.
       if (Clock::now() > deadline) return WaitStatus::timeout;
-      backoff.pause();
+      backoff.pause(mode_ == ProgressMode::inline_ && inflight_ > 0);  // inline: we drive MPI
     }
   }
 }

@@ -292,7 +292,7 @@ void EngineImpl::shutdown() noexcept {
       if (did) {
         backoff.reset();
       } else {
-        backoff.pause();
+        backoff.pause(inflight_ > 0);
       }
     }
   }

@@ -14,7 +14,8 @@ namespace omgs::detail {
 
 void EngineImpl::thread_main() {
   // Nothing to progress: spin briefly, yield, then sleep with a doubling period (bounded by
-  // idle.max_sleep_s), so an idle thread leaves its core to the compute threads.
+  // idle.max_sleep_s), so an idle thread leaves its core to the compute threads. While
+  // collectives are in flight it polls every idle.sleep_s: MPI advances them only when polled.
   Backoff backoff(options_.idle);
   bool stopping = false;
   Clock::time_point deadline{};
@@ -34,7 +35,7 @@ void EngineImpl::thread_main() {
     if (did) {
       backoff.reset();
     } else {
-      backoff.pause();
+      backoff.pause(inflight_ > 0);
     }
   }
 }

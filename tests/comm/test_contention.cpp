@@ -81,6 +81,15 @@ TEST_CASE("back-off: spins, yields, then sleeps with a doubling period that is b
   const double after_reset = time_pauses(b, 7);
   CHECK(after_reset >= 3e-3);
   CHECK(after_reset < 30.0);
+  // With operations in flight the sleep stays at sleep_s and the doubling does not advance.
+  time_pauses(b, 5);
+  CHECK(b.next_sleep_s() == 4e-3);
+  b.reset();
+  time_pauses(b, 5);
+  for (int i = 0; i < 4; ++i) b.pause(/*in_flight=*/true);
+  CHECK(b.next_sleep_s() == 1e-3);
+  b.pause();
+  CHECK(b.next_sleep_s() == 2e-3);
   // max_sleep_s below sleep_s is raised to it; negative counts are taken as 0.
   idle.spin_iterations = -5;
   idle.yield_iterations = -1;
