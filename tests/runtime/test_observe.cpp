@@ -3,6 +3,7 @@
 // OMGS_* environment variables (checked on every rank).
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -35,14 +36,24 @@ double emulated_s(std::size_t l) {
   return 0.002 * static_cast<double>(l + 1);
 }
 
-/// One iteration: begin_backward, then each layer's "compute" then ready(l).
-omgs::IterationStats run_iteration(omgs::Runtime& rt, std::mt19937& rng, bool mark_begin) {
+/// One iteration: begin_backward, then each layer's "compute" then ready(l). With
+/// `longest`, each layer's longest wall-clock span so far that contains whatever the
+/// runtime can time for it (from before the previous ready() call, or before
+/// begin_backward(), to after its own ready() returned): a bound that holds under any load.
+omgs::IterationStats run_iteration(omgs::Runtime& rt, std::mt19937& rng, bool mark_begin,
+                                   std::vector<double>* longest = nullptr) {
   std::vector<float> g;
+  double previous = MPI_Wtime();
   if (mark_begin) rt.begin_backward();
   for (std::size_t l = rt.num_layers(); l-- > 0;) {
     spin_for(emulated_s(l));
     fill_gradient(rt, l, rng, g);
+    const double before = MPI_Wtime();
     REQUIRE(rt.ready(l) == omgs::Status::ok);
+    const double after = MPI_Wtime();
+    if (longest != nullptr && (mark_begin || l + 1 != rt.num_layers()))
+      (*longest)[l] = std::max((*longest)[l], after - previous);
+    previous = before;
   }
   return rt.finish();
 }
@@ -69,20 +80,26 @@ TEST_CASE("backward times are measured from ready() spacing, then the plan is re
   CHECK(rt.plan().planner == omgs::Planner::layerwise);
   CHECK(rt.plan().groups.size() == L);
   std::mt19937 rng(7 + world_rank());
+  std::vector<double> longest(L, 0.0);
   for (int it = 0; it < 3; ++it) {
-    const omgs::IterationStats st = run_iteration(rt, rng, /*mark_begin=*/it != 1);
+    const omgs::IterationStats st = run_iteration(rt, rng, /*mark_begin=*/it != 1, &longest);
     REQUIRE(st.status == omgs::Status::ok);
     CHECK(st.profiling);
     CHECK(st.replanned == (it == 2));
   }
   CHECK_FALSE(rt.profiling());
   CHECK(rt.plan().planner == omgs::Planner::mgs);
-  // The measured times: at least the emulated compute, at most a generous bound above it
-  // (the fill and copies of the gradient are part of the layer's compute too).
+  // The measured times: at least the emulated compute, at most the longest span the test
+  // itself saw around that layer on any rank (a mean over iterations and ranks cannot
+  // exceed it; the runtime times with its own clock, hence 0.1 ms; the fill and copies of the
+  // gradient are part of the layer's compute too).
+  MPI_Allreduce(MPI_IN_PLACE, longest.data(), static_cast<int>(L), MPI_DOUBLE, MPI_MAX,
+                MPI_COMM_WORLD);
   for (std::size_t l = 0; l < L; ++l) {
-    INFO("layer " << l << " measured " << rt.layers()[l].backward_s);
+    INFO("layer " << l << " measured " << rt.layers()[l].backward_s << ", longest span "
+                  << longest[l]);
     CHECK(rt.layers()[l].backward_s >= 0.8 * emulated_s(l));
-    CHECK(rt.layers()[l].backward_s < emulated_s(l) + 0.05);
+    CHECK(rt.layers()[l].backward_s <= longest[l] + 1e-4);  // 0.1 ms: two clocks
   }
   // Every rank has the same measured times (broadcast) and the same plan.
   double mine = 0;

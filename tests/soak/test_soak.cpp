@@ -71,6 +71,15 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   const std::size_t L = layers.size();
   std::size_t k_total = 0;
   for (std::size_t g = 0; g < rt.plan().groups.size(); ++g) k_total += rt.group_k(g);
+  // Per layer, whether its group is dense (the calibrated model may make some) in the plan
+  // that produced the iteration: a closed-loop switch in finish() changes rt.plan() at once.
+  std::vector<char> layer_dense(L);
+  const auto dense_of_plan = [&] {
+    for (std::size_t l = 0; l < L; ++l)
+      layer_dense[l] =
+          rt.plan().groups[rt.plan().group_of_layer[l]].collective == omgs::Collective::dense;
+  };
+  dense_of_plan();
 
   // Host copies, allocated once.
   std::vector<std::vector<float>> grad(L), resid(L), resid_new(L), agg(L);
@@ -114,10 +123,8 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
     for (std::size_t l = 0; l < L; ++l) {
       Kokkos::deep_copy(HostView(resid_new[l].data(), resid_new[l].size()), rt.residual(l));
       Kokkos::deep_copy(HostView(agg[l].data(), agg[l].size()), rt.aggregated(l));
-      // A dense group (the calibrated model may make some) sends its whole gradient and
-      // leaves the residual untouched.
-      const bool dense =
-          rt.plan().groups[rt.plan().group_of_layer[l]].collective == omgs::Collective::dense;
+      // A dense group sends its whole gradient and leaves the residual untouched.
+      const bool dense = layer_dense[l] != 0;
       for (std::size_t i = 0; dense && i < grad[l].size(); ++i) {
         if (resid_new[l][i] != resid[l][i]) ++failures;
         sent_sum += grad[l][i];
@@ -158,6 +165,7 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
     if (st.replanned) {  // the closed loop switched plans: new groups, new k from now on
       k_total = 0;
       for (std::size_t g = 0; g < rt.plan().groups.size(); ++g) k_total += rt.group_k(g);
+      dense_of_plan();
     }
   }
   const long rss_end = rss_kib();
