@@ -1,6 +1,7 @@
 // omgs-bench-topk: top-k by magnitude, omgs::TopkSelector against memory-bound baselines and
 // std::nth_element, in the same run and on the same data.
-//   read:   one read of x (max |x|), the floor for select
+//   read:   one read of x (max |x|), the floor for select: a plain loop on host memory, a
+//           Kokkos max-reduction kernel over the same view on a device (the bandwidth floor)
 //   r+=g:   one pass residual += grad, the floor for select_with_feedback
 //   select, select_with_feedback: omgs (the path taken is printed)
 //   nth:    host, single thread: copy |x|, std::nth_element, one gather pass in index order
