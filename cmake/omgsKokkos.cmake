@@ -1,8 +1,10 @@
 # omgsKokkos.cmake - one way to get Kokkos and Kokkos Kernels, whichever install is there.
 #
-# After omgs_find_kokkos() the imported targets Kokkos::kokkos and Kokkos::kokkoskernels
-# exist, and OMGS_KOKKOS_VERSION, OMGS_KOKKOS_FLAVOR ("upstream" | "trilinos") and
-# OMGS_KOKKOS_BACKENDS are set in the caller's scope.
+# After omgs_find_kokkos() the imported target Kokkos::kokkos exists, and
+# OMGS_KOKKOS_VERSION, OMGS_KOKKOS_FLAVOR ("upstream" | "trilinos") and OMGS_KOKKOS_BACKENDS
+# are set in the caller's scope. Kokkos::kokkoskernels exists where Kokkos Kernels was found
+# (OMGS_HAVE_KOKKOS_KERNELS): only the example omgs-train-mlp needs it, so a device build
+# without Kokkos Kernels (e.g. a hand-built Kokkos for CUDA) builds everything else.
 #
 # * Upstream Kokkos (>= 4, also 3.x; Spack, source builds) ships a config package that
 #   defines Kokkos::kokkos / Kokkos::kokkoskernels: those are used as they are.
@@ -72,14 +74,22 @@ function(omgs_find_kokkos)
     find_package(KokkosKernels CONFIG QUIET HINTS ${ARG_KERNELS_HINT})
   endif()
   if(NOT TARGET Kokkos::kokkoskernels)
-    if(KokkosKernels_FOUND AND "trilinos_kokkoskernels" IN_LIST KokkosKernels_LIBRARIES)
+    if(KokkosKernels_FOUND AND "trilinos_kokkoskernels" IN_LIST KokkosKernels_LIBRARIES
+       AND NOT flavor STREQUAL "trilinos")
+      # Debian's Kokkos Kernels (in /usr) is built on Debian's Kokkos 3.4: not for this one.
+      message(STATUS "omgs: ignoring the Trilinos-packaged Kokkos Kernels in ${KokkosKernels_DIR}: "
+                     "it is built on Trilinos' Kokkos, this build uses Kokkos ${Kokkos_VERSION}")
+    elseif(KokkosKernels_FOUND AND "trilinos_kokkoskernels" IN_LIST KokkosKernels_LIBRARIES)
       _omgs_trilinos_target(Kokkos::kokkoskernels KokkosBlas1_scal.hpp "${KokkosKernels_INCLUDE_DIRS}"
         trilinos_kokkoskernels)
       set_property(TARGET Kokkos::kokkoskernels APPEND PROPERTY
         INTERFACE_LINK_LIBRARIES Kokkos::kokkos)
-    else()
-      _omgs_kokkos_fail("Kokkos Kernels was not found.")
     endif()
+  endif()
+  if(TARGET Kokkos::kokkoskernels)
+    set(OMGS_HAVE_KOKKOS_KERNELS ON PARENT_SCOPE)
+  else()
+    set(OMGS_HAVE_KOKKOS_KERNELS OFF PARENT_SCOPE)
   endif()
 
   set(OMGS_KOKKOS_FLAVOR ${flavor} PARENT_SCOPE)

@@ -275,8 +275,9 @@ struct SparseGlue {
     omgs::Status s;
     if (zero_copy) {
       s = rt.ready(l);  // backward accumulated straight into rt.gradient(l)
-    } else {
-      s = rt.ready(l, HostView(slot[l].data_ptr<float>(), slot[l].numel()));
+    } else {  // ready(l, view) takes a view in Kokkos' memory space: copy into the slot first
+      Kokkos::deep_copy(rt.gradient(l), HostView(slot[l].data_ptr<float>(), slot[l].numel()));
+      s = rt.ready(l);
     }
     if (s != omgs::Status::ok && first_bad == omgs::Status::ok) first_bad = s;
   }

@@ -107,18 +107,13 @@ class TopkSelector {
     if (cap_ > max_n) cap_ = max_n;
     const std::size_t sel = cap_ < max_k_ ? cap_ : max_k_;
     const auto alloc = [](const char* label) { return Kokkos::view_alloc(std::string(label)); };
-    hist_ = Kokkos::View<std::uint32_t*, memory_space>(alloc("omgs::select::hist"),
-                                                       detail::select_bins1);
-    hist_host_ = Kokkos::create_mirror_view(hist_);
     nonfinite_ = Kokkos::View<std::uint64_t*, memory_space>(alloc("omgs::select::nonfinite"), 1);
     nonfinite_host_ = Kokkos::create_mirror_view(nonfinite_);
     state_ = IndexVector(alloc("omgs::select::state"), 8);
-    sure_index_ = IndexVector(alloc("omgs::select::sure_index"), max_k_);
-    sure_value_ = Vector(alloc("omgs::select::sure_value"), max_k_);
     cand_index_ = IndexVector(alloc("omgs::select::cand_index"), cap_);
     cand_value_ = Vector(alloc("omgs::select::cand_value"), cap_);
-    sel_index_ = IndexVector(alloc("omgs::select::sel_index"), sel);
-    sel_value_ = Vector(alloc("omgs::select::sel_value"), sel);
+    radix_ = detail::RadixPath<ExecSpace>(
+        {state_, cand_index_, cand_value_, nonfinite_, nonfinite_host_}, max_k_, cap_, sel);
     // Teams: at least select_team_chunk_min entries each (small inputs: one team), at most
     // a few per unit of concurrency.
     using Hist = detail::SelectHistogram<ExecSpace, false>;
@@ -294,137 +289,33 @@ class TopkSelector {
     return true;
   }
 
-  /// The radix path: full histogram passes (docs/select.md).
+  /// The radix path (detail/select_radix.hpp).
   template <bool Feedback>
   TopkResult radix(const detail::SelectSource<memory_space, Feedback>& src, std::size_t k,
                    const IndexVector& out_index, const Vector& out_value) {
     TopkResult result;
-    const ConstVector a = src.a;
-    const Vector residual = src.residual;
-    const std::size_t n = a.extent(0);
-    const auto policy = [this](std::int64_t b, std::int64_t e) {
-      return detail::range_policy(exec_, b, e);
-    };
-    const std::int64_t sn = static_cast<std::int64_t>(n);
-
-    // Pass 1: histogram of the top digit, and the non-finite count.
-    std::uint64_t above = 0;
-    const std::uint32_t b1 = static_cast<std::uint32_t>(
-        histogram<Feedback>(src, detail::select_shift1, 0x7ffu, 32, 0, detail::select_bins1, true,
-                            k == 0 ? 1 : k, above));
-    result.nonfinite = nonfinite_host_(0);
+    result.nonfinite =
+        radix_.template run<Feedback>(exec_, max_league_, src, k, out_index, out_value);
     if (result.nonfinite != 0) {
       result.status = TopkStatus::nonfinite_input;
-      return result;
-    }
-    if (k == 0) {
-      if (Feedback) {
-        Kokkos::parallel_for(OMGS_LABEL("omgs::select::accumulate"), policy(0, sn),
-                             detail::SelectAccumulate<ExecSpace>{a, residual});
-      }
-      return result;
-    }
-    const std::uint64_t k_rem = k - above;
-    const std::uint64_t m = hist_host_(b1);
-
-    if (m <= cap_ && k <= max_k_) {
-      // Fast path: compact, resolve on the candidates, merge.
-      detail::SelectCompact<ExecSpace, Feedback> compact{src,         b1,          sure_index_,
-                                                         cand_index_, sure_value_, cand_value_};
-      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::compact"), policy(0, sn), compact);
-      using Resolve = detail::SelectResolveCandidates<ExecSpace>;
-      Resolve resolve{cand_value_, state_, static_cast<std::int64_t>(m), b1,
-                      static_cast<std::uint32_t>(k_rem)};
-      Kokkos::parallel_for(OMGS_LABEL("omgs::select::resolve"),
-                           Kokkos::TeamPolicy<ExecSpace>(exec_, 1, Kokkos::AUTO)
-                               .set_scratch_size(0, Kokkos::PerTeam(Resolve::scratch_bytes())),
-                           resolve);
-      detail::SelectFinalScan<ExecSpace, Feedback, true> pick;
-      pick.cand_index = cand_index_;
-      pick.cand_value = cand_value_;
-      pick.state = state_;
-      pick.out_index = sel_index_;
-      pick.out_value = sel_value_;
-      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::pick"),
-                            policy(0, static_cast<std::int64_t>(m)), pick);
-      detail::SelectMerge<ExecSpace, Feedback> merge{sure_index_, sel_index_, sure_value_,
-                                                     sel_value_,  above,      k_rem,
-                                                     out_index,   out_value,  residual};
-      Kokkos::parallel_for(OMGS_LABEL("omgs::select::merge"),
-                           policy(0, static_cast<std::int64_t>(k)), merge);
     } else {
-      // Slow path: the last two digits as full passes, then one full output scan.
-      std::uint64_t above2 = 0, above3 = 0;
-      const std::uint32_t b2 = static_cast<std::uint32_t>(
-          histogram<Feedback>(src, detail::select_shift2, 0x7ffu, detail::select_shift1, b1,
-                              detail::select_bins2, false, k_rem, above2));
-      const std::uint64_t k_rem2 = k_rem - above2;
-      const std::uint32_t prefix = (b1 << 11) | b2;
-      const std::uint32_t b3 = static_cast<std::uint32_t>(
-          histogram<Feedback>(src, 0, 0x1ffu, detail::select_shift2, prefix, detail::select_bins3,
-                              false, k_rem2, above3));
-      detail::SelectFinalScan<ExecSpace, Feedback, false> fin;
-      fin.src = src;
-      fin.threshold = (prefix << detail::select_shift2) | b3;
-      fin.ties = static_cast<std::uint32_t>(k_rem2 - above3);
-      fin.out_index = out_index;
-      fin.out_value = out_value;
-      Kokkos::parallel_scan(OMGS_LABEL("omgs::select::output"), policy(0, sn), fin);
+      result.selected = k;
     }
-    result.selected = k;
     return result;
-  }
-
-  /// Runs one histogram pass, reads it back (synchronizes) and returns the bucket of the
-  /// k-th largest entry among the filtered ones; `above` receives the count above it.
-  template <bool Feedback>
-  int histogram(const detail::SelectSource<memory_space, Feedback>& src, int shift,
-                std::uint32_t mask, int filter_shift, std::uint32_t filter_value, int bins,
-                bool count_nonfinite, std::uint64_t k, std::uint64_t& above) {
-    const std::size_t n = src.a.extent(0);
-    std::size_t league = (n + detail::select_team_chunk_min - 1) / detail::select_team_chunk_min;
-    if (league > static_cast<std::size_t>(max_league_)) league = max_league_;
-    if (league < 1) league = 1;
-    const std::size_t chunk = (n + league - 1) / league;
-    detail::fill_zero(exec_, hist_);
-    if (count_nonfinite) detail::fill_zero(exec_, nonfinite_);
-    using Hist = detail::SelectHistogram<ExecSpace, Feedback>;
-    Hist f;
-    f.src = src;
-    f.hist = hist_;
-    if (count_nonfinite) f.nonfinite = nonfinite_;
-    f.n = static_cast<std::int64_t>(n);
-    f.chunk = static_cast<std::int64_t>(chunk);
-    f.shift = shift;
-    f.mask = mask;
-    f.filter_shift = filter_shift;
-    f.filter_value = filter_value;
-    f.bins = bins;
-    Kokkos::parallel_for(
-        OMGS_LABEL("omgs::select::histogram"),
-        Kokkos::TeamPolicy<ExecSpace>(exec_, static_cast<int>(league), Kokkos::AUTO)
-            .set_scratch_size(0, Kokkos::PerTeam(Hist::ScratchU32::shmem_size(bins))),
-        f);
-    Kokkos::deep_copy(exec_, hist_host_, hist_);
-    if (count_nonfinite) Kokkos::deep_copy(exec_, nonfinite_host_, nonfinite_);
-    detail::fence(exec_);
-    if (count_nonfinite && nonfinite_host_(0) != 0) return 0;
-    return detail::find_bucket_host(hist_host_, bins, k, above);
   }
 
   ExecSpace exec_;
   std::size_t max_n_ = 0, max_k_ = 0, cap_ = 0;
   int max_league_ = 1;
-  Kokkos::View<std::uint32_t*, memory_space> hist_;
-  typename Kokkos::View<std::uint32_t*, memory_space>::HostMirror hist_host_;
   Kokkos::View<std::uint64_t*, memory_space> nonfinite_;
   typename Kokkos::View<std::uint64_t*, memory_space>::HostMirror nonfinite_host_;
-  IndexVector state_, sure_index_, cand_index_, sel_index_, counts_;
+  IndexVector state_, cand_index_, counts_;
   typename IndexVector::HostMirror counts_host_;
   TopkPath last_path_ = TopkPath::none;
   bool sample_tried_ = false;
   std::int64_t forced_rank_ = 0;
-  Vector sure_value_, cand_value_, sel_value_;
+  Vector cand_value_;
+  detail::RadixPath<ExecSpace> radix_;
 };
 
 /// One-shot convenience: builds a TopkSelector for x (allocates) and selects. Bad arguments

@@ -17,7 +17,10 @@ endforeach()
 set(required include/omgs/omgs.hpp include/omgs/omgs.h include/omgs/export.hpp bin/omgs-plan
     share/omgs/models/resnet50.csv)
 if(EXAMPLES)
-  list(APPEND required bin/omgs-train-synthetic bin/omgs-train-mlp)
+  list(APPEND required bin/omgs-train-synthetic)
+endif()
+if(EXAMPLES AND MLP)  # omgs-train-mlp is built where Kokkos Kernels was found
+  list(APPEND required bin/omgs-train-mlp)
 endif()
 foreach(required IN LISTS required)
   if(NOT EXISTS "${PREFIX}/${required}")

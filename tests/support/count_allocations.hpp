@@ -21,7 +21,9 @@ inline std::atomic<bool> count_allocations{false};
 inline std::atomic<long> allocations{0};
 }  // namespace omgs_test
 
-#ifndef OMGS_TEST_UNDER_ASAN
+// nvcc and hipcc compile every source twice; the device pass would take the replacement for
+// a device-side operator new (which cannot throw): it is host code only.
+#if !defined(OMGS_TEST_UNDER_ASAN) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
 // GCC flags malloc/free inside replaced operator new/delete as "mismatched"; here the
 // pairing is deliberate and consistent.
 #if defined(__GNUC__) && !defined(__clang__)

@@ -1,290 +1,181 @@
-// Internal part of module select: the kernels of the radix path (full histogram passes,
-// compaction of the threshold bucket, resolve, pick and merge; docs/select.md). It is the
-// path for k beyond the sampled path's reach and the fallback when the sampled bracket
-// misses. Not part of the public API.
+// Internal part of module select: the radix path (docs/select.md), run by TopkSelector when
+// k is too large for the sampled path's candidate buffer, or as the fallback when the
+// sampled bracket missed. Full histogram passes over the input, then either compaction of
+// the threshold bucket (fast path) or two more histogram passes and one output scan (slow
+// path). Kernels in detail/select_radix_kernels.hpp. Not part of the public API.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include <omgs/detail/kokkos_helpers.hpp>
+#include <omgs/detail/select_radix_kernels.hpp>
 #include <omgs/detail/select_source.hpp>
 
 namespace omgs {
 namespace detail {
 
-/// Histogram pass over the whole input: counts digit (key >> shift) & mask of the entries
-/// whose key >> filter_shift equals filter_value (filter_shift == 32: every entry), one
-/// scratch histogram per team, merged with one atomic per non-empty bin and team. Level 1
-/// also counts non-finite entries.
-template <class Exec, bool Feedback>
-struct SelectHistogram {
-  using Mem = typename Exec::memory_space;
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  using ScratchU32 =
-      Kokkos::View<std::uint32_t*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+template <class ExecSpace>
+class RadixPath {
+ public:
+  using Mem = typename ExecSpace::memory_space;
+  using Vector = Kokkos::View<float*, Mem>;
+  using IndexVector = Kokkos::View<std::uint32_t*, Mem>;
+  using CountVector = Kokkos::View<std::uint64_t*, Mem>;
 
-  SelectSource<Mem, Feedback> src;
-  Kokkos::View<std::uint32_t*, Mem> hist;
-  Kokkos::View<std::uint64_t*, Mem> nonfinite;
-  std::int64_t n = 0;
-  std::int64_t chunk = 0;
-  int shift = 0;
-  std::uint32_t mask = 0;
-  int filter_shift = 32;
-  std::uint32_t filter_value = 0;
-  int bins = 0;
+  /// The selector's views this path shares with the other paths.
+  struct Shared {
+    IndexVector state, cand_index;
+    Vector cand_value;
+    CountVector nonfinite;
+    typename CountVector::HostMirror nonfinite_host;
+  };
 
-  KOKKOS_INLINE_FUNCTION bool keep(std::uint32_t key) const {
-    return filter_shift >= 32 || (key >> filter_shift) == filter_value;
+  RadixPath() = default;
+
+  /// Allocates the path's own buffers: the histogram and its host mirror, max_k sure
+  /// entries, sel selected candidates. cap: the shared candidate buffer's size.
+  RadixPath(const Shared& shared, std::size_t max_k, std::size_t cap, std::size_t sel)
+      : shared_(shared), max_k_(max_k), cap_(cap) {
+    const auto alloc = [](const char* label) { return Kokkos::view_alloc(std::string(label)); };
+    hist_ = IndexVector(alloc("omgs::select::hist"), select_bins1);
+    hist_host_ = Kokkos::create_mirror_view(hist_);
+    sure_index_ = IndexVector(alloc("omgs::select::sure_index"), max_k);
+    sure_value_ = Vector(alloc("omgs::select::sure_value"), max_k);
+    sel_index_ = IndexVector(alloc("omgs::select::sel_index"), sel);
+    sel_value_ = Vector(alloc("omgs::select::sel_value"), sel);
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    ScratchU32 h(team.team_scratch(0), bins);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bins), [&](const int b) { h(b) = 0; });
-    team.team_barrier();
-    const std::int64_t begin = static_cast<std::int64_t>(team.league_rank()) * chunk;
-    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-    std::uint64_t bad = 0;
-    if (team.team_size() == 1) {
-      // CPU backends run one thread per team: plain increments, no atomics.
-      for (std::int64_t i = begin; i < end; ++i) {
-        const std::uint32_t key = magnitude_key(src(i));
-        bad += key_is_nonfinite(key) ? 1 : 0;
-        if (keep(key)) ++h((key >> shift) & mask);
+  /// Selects the top k of src into out_index / out_value (and the residual of the feedback
+  /// form) with at most max_league teams per histogram pass. Returns the number of
+  /// non-finite entries: when it is > 0 nothing was written.
+  template <bool Feedback>
+  std::uint64_t run(const ExecSpace& exec, int max_league, const SelectSource<Mem, Feedback>& src,
+                    std::size_t k, const IndexVector& out_index, const Vector& out_value) {
+    const std::int64_t sn = static_cast<std::int64_t>(src.a.extent(0));
+    const auto policy = [&exec](std::int64_t b, std::int64_t e) {
+      return range_policy(exec, b, e);
+    };
+
+    // Pass 1: histogram of the top digit, and the non-finite count.
+    std::uint64_t above = 0;
+    const std::uint32_t b1 = static_cast<std::uint32_t>(
+        histogram<Feedback>(exec, max_league, src, select_shift1, 0x7ffu, 32, 0, select_bins1, true,
+                            k == 0 ? 1 : k, above));
+    const std::uint64_t nonfinite = shared_.nonfinite_host(0);
+    if (nonfinite != 0) return nonfinite;
+    if (k == 0) {
+      if (Feedback) {
+        Kokkos::parallel_for(OMGS_LABEL("omgs::select::accumulate"), policy(0, sn),
+                             SelectAccumulate<ExecSpace>{src.a, src.residual});
       }
-    } else {
-      Kokkos::parallel_reduce(
-          Kokkos::TeamThreadRange(team, begin, end),
-          [&](const std::int64_t i, std::uint64_t& nb) {
-            const std::uint32_t key = magnitude_key(src(i));
-            nb += key_is_nonfinite(key) ? 1 : 0;
-            if (keep(key)) Kokkos::atomic_add(&h((key >> shift) & mask), std::uint32_t(1));
-          },
-          bad);
+      return 0;
     }
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bins), [&](const int b) {
-      if (h(b) != 0) Kokkos::atomic_add(&hist(b), h(b));
-    });
-    if (nonfinite.extent(0) > 0) {
-      Kokkos::single(Kokkos::PerTeam(team), [&]() {
-        if (bad != 0) Kokkos::atomic_add(&nonfinite(0), bad);
-      });
+    const std::uint64_t k_rem = k - above;
+    const std::uint64_t m = hist_host_(b1);
+    if (m <= cap_ && k <= max_k_) {
+      compact_and_merge<Feedback>(exec, src, b1, m, k, above, k_rem, out_index, out_value);
+      return 0;
     }
-  }
-};
-
-/// Pass 2 of the fast path: one scan in index order writes the certainly selected entries
-/// (top digit above the threshold bucket b1) to sure_*, and the threshold bucket's entries to
-/// cand_*, both in index order. The feedback form writes residual = (sure ? 0 : acc).
-/// Scan value: low 32 bits count sure entries, high 32 bits count candidates.
-template <class Exec, bool Feedback>
-struct SelectCompact {
-  using Mem = typename Exec::memory_space;
-  using value_type = std::uint64_t;
-  SelectSource<Mem, Feedback> src;
-  std::uint32_t b1 = 0;
-  Kokkos::View<std::uint32_t*, Mem> sure_index, cand_index;
-  Kokkos::View<float*, Mem> sure_value, cand_value;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i, value_type& update,
-                                         const bool final) const {
-    const float v = src(i);
-    const std::uint32_t digit = magnitude_key(v) >> select_shift1;
-    const bool sure = digit > b1;
-    const bool cand = digit == b1;
-    if (final) {
-      if (sure) {
-        const std::uint64_t p = update & 0xffffffffu;
-        sure_index(p) = static_cast<std::uint32_t>(i);
-        sure_value(p) = v;
-      } else if (cand) {
-        const std::uint64_t p = update >> 32;
-        cand_index(p) = static_cast<std::uint32_t>(i);
-        cand_value(p) = v;
-      }
-      if (Feedback) src.residual(i) = sure ? 0.0f : v;
-    }
-    update += (static_cast<std::uint64_t>(cand) << 32) | static_cast<std::uint64_t>(sure);
-  }
-};
-
-/// Finds, in the host histogram h[0, bins), the bucket b holding the k-th largest entry
-/// (1 <= k <= total): above = sum of h[b+1 ..] < k <= above + h[b].
-template <class HostView>
-inline int find_bucket_host(const HostView& h, int bins, std::uint64_t k, std::uint64_t& above) {
-  std::uint64_t cum = 0;
-  for (int b = bins - 1; b >= 0; --b) {
-    if (cum + h(b) >= k) {
-      above = cum;
-      return b;
-    }
-    cum += h(b);
-  }
-  above = cum;
-  return 0;  // unreachable for 1 <= k <= total
-}
-
-/// One team resolves the last two digits over the m candidates (all of top digit b1):
-/// writes state(0) = exact threshold key T and state(1) = t, the number of entries with
-/// key == T to take (lowest indices first); k_rem = k - (entries above the bucket).
-template <class Exec>
-struct SelectResolveCandidates {
-  using Mem = typename Exec::memory_space;
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  using ScratchU32 =
-      Kokkos::View<std::uint32_t*, typename Exec::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-  Kokkos::View<const float*, Mem> cand_value;
-  Kokkos::View<std::uint32_t*, Mem> state;
-  std::int64_t m = 0;
-  std::uint32_t b1 = 0;
-  std::uint32_t k_rem = 0;
-
-  static std::size_t scratch_bytes() {
-    return ScratchU32::shmem_size(select_bins2) + ScratchU32::shmem_size(select_bins3) +
-           ScratchU32::shmem_size(4);
+    // Slow path: the last two digits as full passes, then one full output scan.
+    std::uint64_t above2 = 0, above3 = 0;
+    const std::uint32_t b2 = static_cast<std::uint32_t>(
+        histogram<Feedback>(exec, max_league, src, select_shift2, 0x7ffu, select_shift1, b1,
+                            select_bins2, false, k_rem, above2));
+    const std::uint64_t k_rem2 = k_rem - above2;
+    const std::uint32_t prefix = (b1 << 11) | b2;
+    const std::uint32_t b3 = static_cast<std::uint32_t>(
+        histogram<Feedback>(exec, max_league, src, 0, 0x1ffu, select_shift2, prefix, select_bins3,
+                            false, k_rem2, above3));
+    SelectFinalScan<ExecSpace, Feedback, false> fin;
+    fin.src = src;
+    fin.threshold = (prefix << select_shift2) | b3;
+    fin.ties = static_cast<std::uint32_t>(k_rem2 - above3);
+    fin.out_index = out_index;
+    fin.out_value = out_value;
+    Kokkos::parallel_scan(OMGS_LABEL("omgs::select::output"), policy(0, sn), fin);
+    return 0;
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    ScratchU32 h2(team.team_scratch(0), select_bins2);
-    ScratchU32 h3(team.team_scratch(0), select_bins3);
-    ScratchU32 shared(team.team_scratch(0), 4);
-    const bool serial = team.team_size() == 1;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, select_bins2), [&](const int b) {
-      h2(b) = 0;
-      if (b < select_bins3) h3(b) = 0;
-    });
-    team.team_barrier();
-    if (serial) {
-      for (std::int64_t j = 0; j < m; ++j)
-        ++h2((magnitude_key(cand_value(j)) >> select_shift2) & 0x7ffu);
-    } else {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](const std::int64_t j) {
-        Kokkos::atomic_add(&h2((magnitude_key(cand_value(j)) >> select_shift2) & 0x7ffu),
-                           std::uint32_t(1));
-      });
-    }
-    team.team_barrier();
-    Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      std::uint32_t cum = 0, b = select_bins2 - 1;
-      for (int c = select_bins2 - 1; c >= 0; --c) {
-        b = static_cast<std::uint32_t>(c);
-        if (cum + h2(c) >= k_rem) break;
-        cum += h2(c);
-      }
-      shared(0) = b;
-      shared(1) = k_rem - cum;
-    });
-    team.team_barrier();
-    const std::uint32_t b2 = shared(0);
-    if (serial) {
-      for (std::int64_t j = 0; j < m; ++j) {
-        const std::uint32_t key = magnitude_key(cand_value(j));
-        if (((key >> select_shift2) & 0x7ffu) == b2) ++h3(key & 0x1ffu);
-      }
-    } else {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m), [&](const std::int64_t j) {
-        const std::uint32_t key = magnitude_key(cand_value(j));
-        if (((key >> select_shift2) & 0x7ffu) == b2)
-          Kokkos::atomic_add(&h3(key & 0x1ffu), std::uint32_t(1));
-      });
-    }
-    team.team_barrier();
-    Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      const std::uint32_t need = shared(1);
-      std::uint32_t cum = 0, b = select_bins3 - 1;
-      for (int c = select_bins3 - 1; c >= 0; --c) {
-        b = static_cast<std::uint32_t>(c);
-        if (cum + h3(c) >= need) break;
-        cum += h3(c);
-      }
-      state(0) = (b1 << select_shift1) | (b2 << select_shift2) | b;
-      state(1) = need - cum;
-    });
+ private:
+  /// Fast path: compact the m entries of top digit b1 (and the sure ones above it), resolve
+  /// the exact threshold on them, pick and merge with the sure entries.
+  template <bool Feedback>
+  void compact_and_merge(const ExecSpace& exec, const SelectSource<Mem, Feedback>& src,
+                         std::uint32_t b1, std::uint64_t m, std::size_t k, std::uint64_t above,
+                         std::uint64_t k_rem, const IndexVector& out_index,
+                         const Vector& out_value) {
+    const std::int64_t sn = static_cast<std::int64_t>(src.a.extent(0));
+    SelectCompact<ExecSpace, Feedback> compact{
+        src, b1, sure_index_, shared_.cand_index, sure_value_, shared_.cand_value};
+    Kokkos::parallel_scan(OMGS_LABEL("omgs::select::compact"), range_policy(exec, 0, sn), compact);
+    using Resolve = SelectResolveCandidates<ExecSpace>;
+    Resolve resolve{shared_.cand_value, shared_.state, static_cast<std::int64_t>(m), b1,
+                    static_cast<std::uint32_t>(k_rem)};
+    Kokkos::parallel_for(OMGS_LABEL("omgs::select::resolve"),
+                         Kokkos::TeamPolicy<ExecSpace>(exec, 1, Kokkos::AUTO)
+                             .set_scratch_size(0, Kokkos::PerTeam(Resolve::scratch_bytes())),
+                         resolve);
+    SelectFinalScan<ExecSpace, Feedback, true> pick;
+    pick.cand_index = shared_.cand_index;
+    pick.cand_value = shared_.cand_value;
+    pick.state = shared_.state;
+    pick.out_index = sel_index_;
+    pick.out_value = sel_value_;
+    Kokkos::parallel_scan(OMGS_LABEL("omgs::select::pick"),
+                          range_policy(exec, 0, static_cast<std::int64_t>(m)), pick);
+    SelectMerge<ExecSpace, Feedback> merge{sure_index_, sel_index_, sure_value_, sel_value_,  above,
+                                           k_rem,       out_index,  out_value,   src.residual};
+    Kokkos::parallel_for(OMGS_LABEL("omgs::select::merge"),
+                         range_policy(exec, 0, static_cast<std::int64_t>(k)), merge);
   }
-};
 
-/// Selection scan against the exact threshold: key > T is taken, key == T is taken while
-/// fewer than t ties were seen at lower indices. Scan value: low 32 bits count entries
-/// above T, high 32 bits count ties; the output position is above + min(ties, t).
-/// Over the candidates (FromState: T and t are read from state) it writes sel_*; over the
-/// full input (slow path) it writes the outputs and, in the feedback form, the residual.
-template <class Exec, bool Feedback, bool Candidates>
-struct SelectFinalScan {
-  using Mem = typename Exec::memory_space;
-  using value_type = std::uint64_t;
-  SelectSource<Mem, Feedback> src;                     // full input (slow path)
-  Kokkos::View<const std::uint32_t*, Mem> cand_index;  // candidates (fast path)
-  Kokkos::View<const float*, Mem> cand_value;
-  Kokkos::View<const std::uint32_t*, Mem> state;
-  std::uint32_t threshold = 0, ties = 0;  // slow path
-  Kokkos::View<std::uint32_t*, Mem> out_index;
-  Kokkos::View<float*, Mem> out_value;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t j, value_type& update,
-                                         const bool final) const {
-    const float v = Candidates ? cand_value(j) : src(j);
-    const std::uint32_t key = magnitude_key(v);
-    const std::uint32_t T = Candidates ? state(0) : threshold;
-    const bool above = key > T;
-    const bool tie = key == T;
-    if (final) {
-      const std::uint64_t a = update & 0xffffffffu;
-      const std::uint64_t seen = update >> 32;
-      const std::uint64_t t = Candidates ? state(1) : ties;
-      const bool take = above || (tie && seen < t);
-      if (take) {
-        const std::uint64_t p = a + (seen < t ? seen : t);
-        out_index(p) = Candidates ? cand_index(j) : static_cast<std::uint32_t>(j);
-        out_value(p) = v;
-      }
-      if (Feedback && !Candidates) src.residual(j) = take ? 0.0f : v;
-    }
-    update += (static_cast<std::uint64_t>(tie) << 32) | static_cast<std::uint64_t>(above);
+  /// Runs one histogram pass, reads it back (synchronizes) and returns the bucket of the
+  /// k-th largest entry among the filtered ones; `above` receives the count above it.
+  template <bool Feedback>
+  int histogram(const ExecSpace& exec, int max_league, const SelectSource<Mem, Feedback>& src,
+                int shift, std::uint32_t mask, int filter_shift, std::uint32_t filter_value,
+                int bins, bool count_nonfinite, std::uint64_t k, std::uint64_t& above) {
+    const std::size_t n = src.a.extent(0);
+    std::size_t league = (n + select_team_chunk_min - 1) / select_team_chunk_min;
+    if (league > static_cast<std::size_t>(max_league)) league = max_league;
+    if (league < 1) league = 1;
+    const std::size_t chunk = (n + league - 1) / league;
+    fill_zero(exec, hist_);
+    if (count_nonfinite) fill_zero(exec, shared_.nonfinite);
+    using Hist = SelectHistogram<ExecSpace, Feedback>;
+    Hist f;
+    f.src = src;
+    f.hist = hist_;
+    if (count_nonfinite) f.nonfinite = shared_.nonfinite;
+    f.n = static_cast<std::int64_t>(n);
+    f.chunk = static_cast<std::int64_t>(chunk);
+    f.shift = shift;
+    f.mask = mask;
+    f.filter_shift = filter_shift;
+    f.filter_value = filter_value;
+    f.bins = bins;
+    Kokkos::parallel_for(
+        OMGS_LABEL("omgs::select::histogram"),
+        Kokkos::TeamPolicy<ExecSpace>(exec, static_cast<int>(league), Kokkos::AUTO)
+            .set_scratch_size(0, Kokkos::PerTeam(Hist::ScratchU32::shmem_size(bins))),
+        f);
+    Kokkos::deep_copy(exec, hist_host_, hist_);
+    if (count_nonfinite) Kokkos::deep_copy(exec, shared_.nonfinite_host, shared_.nonfinite);
+    fence(exec);
+    if (count_nonfinite && shared_.nonfinite_host(0) != 0) return 0;
+    return find_bucket_host(hist_host_, bins, k, above);
   }
-};
 
-/// Merges the two index-sorted lists sure[0, n_sure) and sel[0, n_sel) into the output;
-/// the feedback form zeroes the residual at the selected candidates (the sure entries were
-/// zeroed by the compaction pass).
-template <class Exec, bool Feedback>
-struct SelectMerge {
-  using Mem = typename Exec::memory_space;
-  Kokkos::View<const std::uint32_t*, Mem> sure_index, sel_index;
-  Kokkos::View<const float*, Mem> sure_value, sel_value;
-  std::uint64_t n_sure = 0, n_sel = 0;
-  Kokkos::View<std::uint32_t*, Mem> out_index;
-  Kokkos::View<float*, Mem> out_value;
-  Kokkos::View<float*, Mem> residual;
-
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t jj) const {
-    const std::uint64_t j = static_cast<std::uint64_t>(jj);
-    if (j < n_sure) {
-      const std::uint32_t idx = sure_index(j);
-      const std::uint64_t p = j + count_less(sel_index, n_sel, idx);
-      out_index(p) = idx;
-      out_value(p) = sure_value(j);
-    } else {
-      const std::uint64_t s = j - n_sure;
-      const std::uint32_t idx = sel_index(s);
-      const std::uint64_t p = s + count_less(sure_index, n_sure, idx);
-      out_index(p) = idx;
-      out_value(p) = sel_value(s);
-      if (Feedback) residual(idx) = 0.0f;
-    }
-  }
-};
-
-/// k == 0 in the feedback form: residual = residual + grad, nothing selected.
-template <class Exec>
-struct SelectAccumulate {
-  using Mem = typename Exec::memory_space;
-  Kokkos::View<const float*, Mem> grad;
-  Kokkos::View<float*, Mem> residual;
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
-    residual(i) = residual(i) + grad(i);
-  }
+  Shared shared_;
+  std::size_t max_k_ = 0, cap_ = 0;
+  IndexVector hist_;
+  typename IndexVector::HostMirror hist_host_;
+  IndexVector sure_index_, sel_index_;
+  Vector sure_value_, sel_value_;
 };
 
 }  // namespace detail

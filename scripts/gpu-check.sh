@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# The device check: builds omgs against an installed Kokkos (CUDA, HIP, or any host backend),
+# runs the whole test suite, the top-k benchmark and the main job on 1 and 2 ranks, and
+# writes a short report. It never builds Kokkos (docs/portability.md has the commands).
+#
+#   ./scripts/gpu-check.sh KOKKOS_ROOT [KOKKOSKERNELS_ROOT]
+#
+# KOKKOS_ROOT: the install prefix of Kokkos (it holds lib*/cmake/Kokkos). KOKKOSKERNELS_ROOT:
+# that of Kokkos Kernels, for the example omgs-train-mlp (without it, that one is not built).
+# The compiler is $CXX if set, else the install's bin/nvcc_wrapper for CUDA (with -arch from
+# the Kokkos architecture), hipcc for HIP, else the compiler Kokkos was built with.
+# Environment:
+#   OMGS_CHECK_DIR      build directory (default build-check-<backend>)
+#   OMGS_CHECK_CTEST    extra ctest arguments (default none: the whole suite)
+#   OMGS_CHECK_ITERS    iterations of the main job (default 10)
+#   OMGS_JOBS           build and ctest jobs (default nproc)
+# Exit status: 0 when every step passed; the report names the failed steps.
+set -uo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+if [ $# -lt 1 ] || [ $# -gt 2 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
+kokkos_root="$(cd "$1" 2>/dev/null && pwd)" || {
+  omgs_log "KOKKOS_ROOT '$1' is not a directory"
+  exit 2
+}
+kernels_root=""
+if [ $# -eq 2 ]; then
+  kernels_root="$(cd "$2" 2>/dev/null && pwd)" || {
+    omgs_log "KOKKOSKERNELS_ROOT '$2' is not a directory"
+    exit 2
+  }
+fi
+common_cfg="$(find "$kokkos_root"/lib*/cmake/Kokkos -name KokkosConfigCommon.cmake 2>/dev/null | head -n 1)"
+if [ -z "$common_cfg" ]; then
+  omgs_log "no Kokkos install under $kokkos_root (lib*/cmake/Kokkos/KokkosConfigCommon.cmake)"
+  exit 2
+fi
+# "set(Kokkos_DEVICES SERIAL;CUDA)" -> "SERIAL;CUDA"
+kokkos_var() { sed -n "s/^set(Kokkos_$1 \"\{0,1\}\([^\")]*\)\"\{0,1\})$/\1/Ip" "$common_cfg" | head -n 1; }
+devices="$(kokkos_var DEVICES)"
+archs="$(kokkos_var ARCH)"
+backend=host
+case ";$devices;" in
+  *";CUDA;"*) backend=cuda ;;
+  *";HIP;"*) backend=hip ;;
+esac
+
+cxx_flags=""
+if [ -n "${CXX:-}" ]; then
+  cxx="$CXX"
+elif [ "$backend" = cuda ]; then
+  cxx="$kokkos_root/bin/nvcc_wrapper"
+  # nvcc_wrapper's default -arch (sm_70) is gone from CUDA 13: name the install's one, so
+  # CMake's compiler check (before Kokkos' flags apply) compiles.
+  sm="$(tr ';' '\n' <<<"$archs" | sed -n 's/^\(KEPLER\|MAXWELL\|PASCAL\|VOLTA\|TURING\|AMPERE\|ADA\|HOPPER\|BLACKWELL\)\([0-9]\{2,3\}\)$/sm_\2/p' | head -n 1)"
+  [ -n "$sm" ] && cxx_flags="-arch=$sm"
+elif [ "$backend" = hip ]; then
+  cxx="$(command -v hipcc || echo hipcc)"
+else
+  cxx="$(kokkos_var CXX_COMPILER)"
+  [ -x "$cxx" ] || cxx="$(command -v c++)"
+fi
+
+dir="${OMGS_CHECK_DIR:-$OMGS_ROOT/build-check-$backend}"
+mkdir -p "$dir"
+report="$dir/gpu-check-report.md"
+jobs="$(omgs_jobs)"
+failed=()
+step() { # step NAME LOG COMMAND...: runs it, records a failure
+  local name="$1" log="$2"
+  shift 2
+  omgs_log "$name (log: $log)"
+  if ! "$@" >"$log" 2>&1; then
+    failed+=("$name")
+    omgs_log "$name FAILED (tail of $log):"
+    tail -n 20 "$log" >&2
+    return 1
+  fi
+}
+
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cfg=(-S "$OMGS_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_COMPILER=$cxx"
+  "-DKokkos_ROOT=$kokkos_root" -DOMGS_ENABLE_TESTS=ON -DOMGS_ENABLE_BENCHMARKS=ON
+  -DOMGS_ENABLE_EXAMPLES=ON "${launcher[@]}")
+[ -n "$cxx_flags" ] && cfg+=("-DCMAKE_CXX_FLAGS=$cxx_flags")
+[ -n "$kernels_root" ] && cfg+=("-DKokkosKernels_ROOT=$kernels_root")
+# libtorch (Debian's) is a host library: its example is for host builds.
+[ "$backend" != host ] && cfg+=(-DOMGS_ENABLE_TORCH_EXAMPLE=OFF)
+
+built=0
+if step configure "$dir/check-configure.log" cmake "${cfg[@]}" &&
+  step build "$dir/check-build.log" cmake --build "$dir" -j "$jobs"; then
+  built=1
+fi
+# Warnings reported in omgs' own files (not in Kokkos, MPI or the system headers); paths are
+# absolute, or relative to the build directory where ccache's base_dir rewrote them.
+warnings="$(grep -E '(\([0-9]+\): warning|:[0-9]+:[0-9]+: warning)' "$dir/check-build.log" 2>/dev/null |
+  grep -E "^($OMGS_ROOT/|(\.\./)+)(src|include|tests|examples)/" | sort -u)"
+nwarn=0
+[ -n "$warnings" ] && nwarn="$(wc -l <<<"$warnings")"
+
+mpi_flags=()
+if mpiexec --version 2>&1 | grep -q -e "Open MPI" -e "OpenRTE"; then
+  mpi_flags+=(--oversubscribe)
+  [ "$(id -u)" -eq 0 ] && mpi_flags+=(--allow-run-as-root)
+fi
+if [ "$built" -eq 1 ]; then
+  # shellcheck disable=SC2086
+  step ctest "$dir/check-ctest.log" ctest --test-dir "$dir" --output-on-failure -j "$jobs" \
+    ${OMGS_CHECK_CTEST:-}
+  bench=("$dir/tests/benchmarks/omgs-bench-topk" --reps 5)
+  [ "$backend" != host ] && bench+=(--large)  # n = 1e8 takes minutes on 2 host cores
+  step bench-topk "$dir/check-bench-topk.log" "${bench[@]}"
+  job=("$dir/examples/omgs-train-synthetic" --model resnet50 --iterations "${OMGS_CHECK_ITERS:-10}"
+    --warmup 2)
+  step main-job-1 "$dir/check-main-1.log" mpiexec -n 1 "${mpi_flags[@]}" "${job[@]}"
+  step main-job-2 "$dir/check-main-2.log" mpiexec -n 2 "${mpi_flags[@]}" "${job[@]}"
+fi
+
+fence="$(printf '\140\140\140')"
+code() { printf '%s\n%s\n%s\n' "$fence" "$1" "$fence"; }
+{
+  echo "# omgs device check ($(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname))"
+  echo
+  echo "- omgs: $(git -C "$OMGS_ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "- Kokkos: $kokkos_root (devices $devices; arch ${archs:-none})"
+  echo "- Kokkos Kernels: ${kernels_root:-not given (omgs-train-mlp not built)}"
+  echo "- compiler: $cxx $cxx_flags"
+  echo "- MPI: $(mpiexec --version 2>&1 | head -n 1)"
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"
+  elif command -v rocm-smi >/dev/null 2>&1; then
+    echo "- GPU: $(rocm-smi --showproductname 2>&1 | grep -m 1 -i 'card series')"
+  else
+    echo "- GPU: none found (no nvidia-smi / rocm-smi)"
+  fi
+  echo "- load at the end: $(cut -d ' ' -f 1-3 /proc/loadavg), $(nproc) cores"
+  echo "- steps failed: ${failed[*]:-none}"
+  echo
+  echo "## Build: $nwarn warning(s) in omgs' own files"
+  [ -n "$warnings" ] && code "$warnings"
+  if [ -f "$dir/check-ctest.log" ]; then
+    echo
+    echo "## Test suite"
+    code "$(grep -E '^[0-9]+% tests passed|^Total Test time|\((Failed|Timeout|SEGFAULT|Not Run)\)|\*\*\*' "$dir/check-ctest.log")"
+  fi
+  if [ -f "$dir/check-bench-topk.log" ]; then
+    echo
+    echo "## omgs-bench-topk (ms; 'read' is the one-read bandwidth baseline on the same data)"
+    code "$(cat "$dir/check-bench-topk.log")"
+  fi
+  for r in 1 2; do
+    if [ -f "$dir/check-main-$r.log" ]; then
+      echo
+      echo "## Main job, $r rank(s): omgs-train-synthetic --model resnet50"
+      code "$(grep -v '^ *iteration ' "$dir/check-main-$r.log" | tail -n 25)"
+    fi
+  done
+} >"$report"
+omgs_log "report: $report"
+cat "$report"
+[ "${#failed[@]}" -eq 0 ]
