@@ -266,7 +266,7 @@ struct Plan {
   /// For Planner::mixed: the candidate whose plan it took (else the same as `planner`).
   Planner picked = Planner::mgs;
   /// Number of groups with Collective::dense.
-  std::size_t dense_groups() const;
+  OMGS_EXPORT std::size_t dense_groups() const;
 };
 
 /// Limits of the optimal planner. All are counts, not clocks, so every rank that plans
