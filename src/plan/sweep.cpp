@@ -8,6 +8,7 @@
 #include <string>
 
 #include <omgs/plan.hpp>
+#include <omgs/sweep.hpp>
 
 #include "svg_text.hpp"
 

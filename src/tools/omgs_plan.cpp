@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <omgs/plan.hpp>
+#include <omgs/sweep.hpp>
 
 namespace {
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include <omgs/plan.hpp>
+#include <omgs/sweep.hpp>
 
 #include "omgs_catch.hpp"
 

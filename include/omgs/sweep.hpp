@@ -1,0 +1,35 @@
+// Worker sweeps: the predicted plans of one model for many numbers of ranks
+// (omgs-plan --workers-sweep), and their chart. Part of the plan module (no MPI, no Kokkos).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <omgs/plan.hpp>
+
+namespace omgs {
+
+/// Predicted plans of one model for many numbers of workers (omgs-plan --workers-sweep).
+struct SweepRow {
+  int workers = 0;
+  Plan dense;    ///< Planner::dense: the best all-dense grouping
+  Plan mgs;      ///< all-sparse MGS (the published algorithm)
+  Plan optimal;  ///< boundaries and collectives searched together
+  Plan mixed;    ///< best_of(mgs, mgs_mixed, optimal, dense): the runtime's default
+};
+/// One row per P (in the given order). The model must know both collectives for every P
+/// (else omgs::Error naming P). Each P costs a few optimal searches (about a second each
+/// for hundreds of layers, bounded by `budget`).
+OMGS_EXPORT std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers,
+                                                const PerfModel& model, double density,
+                                                const std::vector<int>& workers,
+                                                const OptimalBudget& budget = {});
+/// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of
+/// the two numbers before it up to the one after it). Throws omgs::Error on a bad list.
+OMGS_EXPORT std::vector<int> parse_workers_list(std::string_view text);
+/// A log-log SVG chart of predicted iteration time against P, one line per series (e.g.
+/// dense, mgs, optimal, mixed): where the lines cross is where the collective should change.
+OMGS_EXPORT std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title);
+
+}  // namespace omgs
