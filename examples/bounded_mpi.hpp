@@ -4,11 +4,15 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -73,6 +77,38 @@ inline void bcast_or_abort(void* buf, int count, MPI_Datatype type, int root, MP
   MPI_Request req = MPI_REQUEST_NULL;
   MPI_Ibcast(buf, count, type, root, comm, &req);
   wait_or_abort(1, &req, comm, what);
+}
+
+/// MPI_Finalize, bounded: past `timeout_s` the rank prints why and leaves with `status`
+/// (_exit; everything the job had to say is printed by then). MPICH 4.0.2 ch4:ucx over TCP
+/// (the emulated cluster) hangs in MPI_Finalize about once in 15 jobs: one rank waits in the
+/// PMI barrier while the other progresses UCX to close its endpoint to it, which needs the
+/// first one's progress (docs/reliability.md). Returns `status` when MPI_Finalize returns.
+inline int finalize_bounded(int status, double timeout_s = 30.0) {
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(m);
+    if (cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return done; })) return;
+    std::fprintf(stderr,
+                 "%s: rank %d: MPI_Finalize did not return within %g s (the MPI library hangs "
+                 "in its shutdown; see docs/reliability.md); exiting with status %d\n",
+                 job_bound.program, rank, timeout_s, status);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(status);
+  });
+  MPI_Finalize();
+  {
+    std::lock_guard<std::mutex> lock(m);
+    done = true;
+  }
+  cv.notify_one();
+  watchdog.join();
+  return status;
 }
 
 }  // namespace omgs_examples

@@ -723,6 +723,5 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   }
-  MPI_Finalize();
-  return rc;
+  return omgs_examples::finalize_bounded(rc);
 }

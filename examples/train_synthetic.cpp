@@ -496,6 +496,5 @@ int main(int argc, char** argv) {
     status = 1;
   }
   Kokkos::finalize();
-  MPI_Finalize();
-  return status;
+  return omgs_examples::finalize_bounded(status);
 }
