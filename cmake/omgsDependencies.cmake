@@ -19,7 +19,9 @@ if(NOT MPI_C_FOUND OR NOT MPI_CXX_FOUND)
   omgs_missing("MPI (C and C++)" "libopenmpi-dev openmpi-bin" "openmpi")
 endif()
 
-set(OMGS_HWLOC_VERSION "off")
+# OMGS_HWLOC_VERSION is pkg-config's cache entry: a plain variable of that name would hide it
+# on a re-run (pkg_check_modules does not check again), so the summary has its own.
+set(OMGS_HWLOC_SUMMARY "off")
 if(OMGS_ENABLE_HWLOC)
   find_package(PkgConfig QUIET)
   if(NOT PKG_CONFIG_FOUND)
@@ -29,6 +31,7 @@ if(OMGS_ENABLE_HWLOC)
   if(NOT OMGS_HWLOC_FOUND)
     omgs_missing("hwloc >= 2 (pkg-config module 'hwloc'; -DOMGS_ENABLE_HWLOC=OFF builds without)" "libhwloc-dev" "hwloc")
   endif()
+  set(OMGS_HWLOC_SUMMARY "${OMGS_HWLOC_VERSION}")
 endif()
 
 if(OMGS_ENABLE_TESTS)
