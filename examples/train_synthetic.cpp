@@ -23,9 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,186 +33,17 @@
 #include "dense_baseline.hpp"
 #include "emulated_backward.hpp"
 #include "shared_calibration.hpp"
+#include "synthetic_args.hpp"
 
 namespace {
 
+using omgs_synthetic::Args;
+using omgs_synthetic::closed_loop;
 using Exec = omgs::ExecSpace;
 using Mem = omgs::DeviceMemory;
 using omgs_examples::allreduce_or_abort;
 
 constexpr const char* program = "omgs-train-synthetic";
-double collective_timeout_s = 300.0;  // --collective-timeout
-
-constexpr const char* usage_text =
-    "usage: omgs-train-synthetic [--model NAME|FILE.csv] [options]\n"
-    "\n"
-    "Emulates the backward pass of a real model (its tensor shapes and per-layer backward\n"
-    "times) and communicates its gradients with omgs under several planners, and densely:\n"
-    "fused into buckets (as DDP) and per layer, with MPI_Iallreduce.\n"
-    "\n"
-    "  --model M           resnet50 (default), vgg16, bert_base, gpt2_small, or a CSV file\n"
-    "  --iterations N      timed iterations per method (default 10)\n"
-    "  --warmup N          untimed iterations first (default 2)\n"
-    "  --density D         fraction of each group's entries sent (default 0.001)\n"
-    "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal,\n"
-    "                      mgs_mixed,dense,mixed (sparse or dense per group),automatic\n"
-    "                      (default layerwise,single,mgs,optimal); NAME+loop runs it\n"
-    "                      closed-loop: refit and replan on the run (docs/planner.md)\n"
-    "  --refit N           closed-loop window in iterations (default 5); the loop settles\n"
-    "                      within 3 windows, which are added to its warm-up\n"
-    "  --save-fitted FILE  rank 0 writes the last closed-loop run's fitted model (for --perf)\n"
-    "  --no-dense          skip the dense MPI_Iallreduce baselines\n"
-    "  --bucket-mb MB      dense-bucket's bucket size in MB of floats (default 25)\n"
-    "  --perf SPEC         calibrate (default: once, shared by every plan), reference, or\n"
-    "                      an alpha-beta JSON file\n"
-    "  --calibrations N    with --perf calibrate: repeat it N times, use the medians\n"
-    "                      (default 3)\n"
-    "  --save-perf FILE    rank 0 writes the job's alpha-beta model there (for --perf)\n"
-    "  --backward-scale S  emulated backward = S x the model's backward_s (default 1)\n"
-    "  --numel-scale S     shrink (S < 1) every tensor, for quick runs (default 1)\n"
-    "  --trace PREFIX      Chrome trace per method and rank: PREFIX.<method>.<rank>.json\n"
-    "  --svg PREFIX        predicted vs measured Gantt chart per method (rank 0):\n"
-    "                      PREFIX.<method>.svg\n"
-    "  --quiet             only the final table\n"
-    "  --collective-timeout S  bound of this program's own collectives: past it the job is\n"
-    "                      aborted, naming the collective (default 300)\n"
-    "  --test-leave RANK   (fault injection) rank RANK leaves the job after its first dense\n"
-    "                      iteration, as a rank that failed would\n";
-
-[[noreturn]] void usage_error(int rank, const std::string& message) {
-  if (rank == 0) std::fprintf(stderr, "omgs-train-synthetic: error: %s\n", message.c_str());
-  MPI_Finalize();
-  std::exit(2);
-}
-
-struct Args {
-  std::string model = "resnet50";
-  int iterations = 10;
-  int warmup = 2;
-  double density = 0.001;
-  std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal"};
-  bool dense = true;
-  double bucket_mb = 25.0;
-  std::string perf = "calibrate";
-  int calibrations = 3;
-  std::string save_perf;
-  int refit = 5;
-  std::string save_fitted;
-  double backward_scale = 1.0;
-  double numel_scale = 1.0;
-  std::string trace, svg;
-  bool quiet = false;
-  int test_leave = -1;
-};
-
-double number(int rank, const std::string& opt, const std::string& text, double lo, double hi) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) {
-    std::ostringstream m;
-    m << opt << " '" << text << "' must be a number in [" << lo << ", " << hi << "]";
-    usage_error(rank, m.str());
-  }
-  return v;
-}
-
-/// "mgs+loop": the planner run closed-loop.
-bool closed_loop(const std::string& method) {
-  return method.size() > 5 && method.compare(method.size() - 5, 5, "+loop") == 0;
-}
-
-Args parse_args(int argc, char** argv, int rank) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string opt = argv[i];
-    if (opt == "-h" || opt == "--help") {
-      if (rank == 0) std::printf("%s", usage_text);
-      MPI_Finalize();
-      std::exit(0);
-    }
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(rank, "option " + opt + " needs a value");
-      return argv[++i];
-    };
-    if (opt == "--model") {
-      a.model = value();
-    } else if (opt == "--iterations") {
-      a.iterations = static_cast<int>(number(rank, opt, value(), 1, 1e6));
-    } else if (opt == "--warmup") {
-      a.warmup = static_cast<int>(number(rank, opt, value(), 0, 1e6));
-    } else if (opt == "--density") {
-      a.density = number(rank, opt, value(), 1e-12, 1.0);
-    } else if (opt == "--planners") {
-      a.planners.clear();
-      std::stringstream ss(value());
-      for (std::string p; std::getline(ss, p, ',');) {
-        try {
-          (void)omgs::parse_planner(closed_loop(p) ? p.substr(0, p.size() - 5) : p);
-        } catch (const omgs::Error& e) {
-          usage_error(rank, std::string("--planners: ") + e.what());
-        }
-        a.planners.push_back(p);
-      }
-    } else if (opt == "--no-dense") {
-      a.dense = false;
-    } else if (opt == "--bucket-mb") {
-      a.bucket_mb = number(rank, opt, value(), 1e-6, 2048);
-    } else if (opt == "--perf") {
-      a.perf = value();
-    } else if (opt == "--calibrations") {
-      a.calibrations = static_cast<int>(number(rank, opt, value(), 1, 100));
-    } else if (opt == "--save-perf") {
-      a.save_perf = value();
-    } else if (opt == "--refit") {
-      a.refit = static_cast<int>(number(rank, opt, value(), 1, 1e4));
-    } else if (opt == "--save-fitted") {
-      a.save_fitted = value();
-    } else if (opt == "--backward-scale") {
-      a.backward_scale = number(rank, opt, value(), 0, 1e6);
-    } else if (opt == "--numel-scale") {
-      a.numel_scale = number(rank, opt, value(), 1e-9, 1.0);
-    } else if (opt == "--trace") {
-      a.trace = value();
-    } else if (opt == "--svg") {
-      a.svg = value();
-    } else if (opt == "--quiet") {
-      a.quiet = true;
-    } else if (opt == "--collective-timeout") {
-      collective_timeout_s = number(rank, opt, value(), 1e-3, 1e6);
-    } else if (opt == "--test-leave") {
-      a.test_leave = static_cast<int>(number(rank, opt, value(), 0, 1e6));
-    } else {
-      usage_error(rank, "unknown option '" + opt + "' (see --help)");
-    }
-  }
-  if (a.planners.empty() && !a.dense) usage_error(rank, "nothing to run");
-  return a;
-}
-
-bool file_exists(const std::string& path) {
-  std::ifstream f(path);
-  return f.good();
-}
-
-/// NAME -> a CSV: the path itself, $OMGS_MODELS_DIR/NAME.csv, <bin>/../share/omgs/models,
-/// then the source tree's examples/models.
-std::string find_model(const std::string& name, const char* argv0) {
-  if (file_exists(name)) return name;
-  std::vector<std::string> dirs;
-  if (const char* d = std::getenv("OMGS_MODELS_DIR")) dirs.push_back(d);
-  std::string exe = argv0;
-  const std::size_t slash = exe.find_last_of('/');
-  if (slash != std::string::npos)
-    dirs.push_back(exe.substr(0, slash) + "/../" + OMGS_INSTALL_MODELS_SUBDIR);
-  dirs.push_back(OMGS_SOURCE_MODELS_DIR);
-  for (const std::string& d : dirs)
-    if (file_exists(d + "/" + name + ".csv")) return d + "/" + name + ".csv";
-  return name;  // load_model_csv names it in its error
-}
-
-}  // namespace
-
-namespace {
 
 using omgs_train::emulate_layer;
 using omgs_train::seed_of;
@@ -449,12 +278,12 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const Args args = parse_args(argc, argv, rank);
-  omgs_examples::job_bound = {program, collective_timeout_s};
+  const Args args = omgs_synthetic::parse_args(argc, argv, rank);
+  omgs_examples::job_bound = {program, args.collective_timeout_s};
   int status = 0;
   Kokkos::initialize(argc, argv);
   try {
-    const std::string path = find_model(args.model, argv[0]);
+    const std::string path = omgs_synthetic::find_model(args.model, argv[0]);
     std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(path);
     std::uint64_t total = 0;
     double backward = 0;
