@@ -33,6 +33,7 @@
 #include <omgs/omgs.hpp>
 
 #include "bounded_mpi.hpp"
+#include "mlp_args.hpp"
 
 // Kernels live in a named namespace: nvcc does not allow extended (KOKKOS_LAMBDA) lambdas
 // in functions with internal linkage.
@@ -73,134 +74,6 @@ KOKKOS_INLINE_FUNCTION float dev_log(float x) {
 #else
   return Kokkos::Experimental::log(x);
 #endif
-}
-
-// ---------------------------------------------------------------------------------------
-// Options
-// ---------------------------------------------------------------------------------------
-
-constexpr const char* usage_text =
-    "usage: mpiexec -n P omgs-train-mlp [options]\n"
-    "\n"
-    "Trains an MLP (dim -> hidden -> hidden -> classes, ReLU, softmax cross-entropy) on a\n"
-    "generated classification task twice, from the same initial weights: dense SGD (gradient\n"
-    "averaged with MPI_Allreduce) and top-k SGD with error feedback through omgs::Runtime\n"
-    "(planner mgs, perf model calibrate, backward times measured by the runtime from the\n"
-    "spacing of ready() calls: every LayerSpec::backward_s is 0, so the first 5 iterations\n"
-    "communicate layer by layer, then the runtime plans). Prints the loss per epoch\n"
-    "and PASS/FAIL: the sparse run's final-epoch training loss is at most tolerance% above\n"
-    "the dense run's. Exit status: 0 PASS, 1 FAIL or a runtime error, 2 bad arguments.\n"
-    "\n"
-    "  --epochs N      passes over the data (default 8)\n"
-    "  --batch B       mini-batch per rank (default 64)\n"
-    "  --hidden H      width of both hidden layers (default 128)\n"
-    "  --classes C     number of classes (default 10)\n"
-    "  --dim D         input dimension (default 32)\n"
-    "  --samples N     training samples per rank (default 4096)\n"
-    "  --density D     fraction of each merged group's entries sent, in (0, 1] (default 0.05)\n"
-    "  --lr LR         learning rate, the same for both runs (default 0.1)\n"
-    "  --noise S       standard deviation of the samples around their class centre, whose\n"
-    "                  coordinates are N(0, 1) (default 2)\n"
-    "  --tolerance T   allowed excess of the sparse loss over the dense, in percent (default 5)\n"
-    "  --seed S        data and weight seed (default 42)\n"
-    "  --quiet         print only the verdict line\n"
-    "  --collective-timeout S  bound of this program's own allreduces: past it the job is\n"
-    "                  aborted, naming the allreduce (default 300)\n"
-    "  --help          this text\n";
-
-struct Args {
-  int epochs = 8;
-  int batch = 64;
-  int hidden = 128;
-  int classes = 10;
-  int dim = 32;
-  int samples = 4096;
-  double density = 0.05;
-  double lr = 0.1;
-  double noise = 2.0;  // samples = centre + N(0, noise^2) per coordinate
-  double tolerance_pct = 5.0;
-  std::uint32_t seed = 42;
-  bool quiet = false;
-};
-
-/// Parses argv; returns -1 to go on, 0 after --help, 2 on a bad argument (rank 0 prints).
-int parse_args(int argc, char** argv, int rank, Args& a) {
-  auto fail = [&](const std::string& message) {
-    if (rank == 0)
-      std::fprintf(stderr, "omgs-train-mlp: error: %s (see --help)\n", message.c_str());
-    return 2;
-  };
-  auto number = [](const std::string& text, double lo, double hi, bool integer, double& out) {
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi) return false;
-    if (integer && v != std::floor(v)) return false;
-    out = v;
-    return true;
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string opt = argv[i];
-    if (opt.rfind("--kokkos-", 0) == 0) continue;  // Kokkos' own options
-    if (opt == "-h" || opt == "--help") {
-      if (rank == 0) std::printf("%s", usage_text);
-      return 0;
-    }
-    if (opt == "--quiet") {
-      a.quiet = true;
-      continue;
-    }
-    struct Spec {
-      const char* name;
-      double lo, hi;
-      bool integer;
-      const char* what;
-    };
-    static const Spec specs[] = {
-        {"--epochs", 1, 1e6, true, "an integer >= 1"},
-        {"--batch", 1, 1e6, true, "an integer >= 1"},
-        {"--hidden", 1, 65536, true, "an integer in [1, 65536]"},
-        {"--classes", 2, 65536, true, "an integer in [2, 65536]"},
-        {"--dim", 1, 65536, true, "an integer in [1, 65536]"},
-        {"--samples", 1, 1e8, true, "an integer in [1, 1e8]"},
-        {"--density", 0, 1, false, "a number in (0, 1]"},
-        {"--lr", 0, 1e3, false, "a number in (0, 1000]"},
-        {"--noise", 0, 1e3, false, "a number in [0, 1000]"},
-        {"--tolerance", 0, 1e6, false, "a percentage >= 0"},
-        {"--seed", 0, 4294967295.0, true, "an integer in [0, 2^32)"},
-        {"--collective-timeout", 1e-3, 1e6, false, "a number of seconds in (0, 1e6]"},
-    };
-    const Spec* spec = nullptr;
-    for (const Spec& s : specs)
-      if (opt == s.name) spec = &s;
-    if (spec == nullptr) return fail("unknown option '" + opt + "'");
-    if (i + 1 >= argc) return fail("option " + opt + " needs a value");
-    const std::string text = argv[++i];
-    double v = 0;
-    const bool open_low = opt == "--density" || opt == "--lr";
-    if (!number(text, spec->lo, spec->hi, spec->integer, v) || (open_low && v <= 0))
-      return fail(opt + " '" + text + "' must be " + spec->what);
-    if (opt == "--epochs") a.epochs = static_cast<int>(v);
-    if (opt == "--batch") a.batch = static_cast<int>(v);
-    if (opt == "--hidden") a.hidden = static_cast<int>(v);
-    if (opt == "--classes") a.classes = static_cast<int>(v);
-    if (opt == "--dim") a.dim = static_cast<int>(v);
-    if (opt == "--samples") a.samples = static_cast<int>(v);
-    if (opt == "--density") a.density = v;
-    if (opt == "--lr") a.lr = v;
-    if (opt == "--noise") a.noise = v;
-    if (opt == "--tolerance") a.tolerance_pct = v;
-    if (opt == "--seed") a.seed = static_cast<std::uint32_t>(v);
-    if (opt == "--collective-timeout") omgs_examples::job_bound.timeout_s = v;
-  }
-  const double params = static_cast<double>(a.hidden) * (a.dim + a.hidden + a.classes + 2) +
-                        static_cast<double>(a.classes);
-  if (params > 2147483647.0)  // one MPI_Allreduce count in the dense run
-    return fail("--dim, --hidden, --classes: the model would have " +
-                std::to_string(static_cast<long long>(params)) + " parameters, more than 2^31 - 1");
-  if (a.batch > a.samples)
-    return fail("--batch " + std::to_string(a.batch) + " is larger than --samples " +
-                std::to_string(a.samples));
-  return -1;
 }
 
 // ---------------------------------------------------------------------------------------
