@@ -18,7 +18,6 @@
 //   mpiexec -n 2 omgs-train-mlp --epochs 3 --samples 1024   # CI-sized: ~1-3 s
 #include <mpi.h>
 
-#include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <array>
