@@ -83,18 +83,21 @@ std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& titl
   struct Series {
     const char* name;
     const char* color;
-    const Plan SweepRow::*plan;
+    // A function, not a pointer to member: nvcc's front end rewrites `const Plan SweepRow::*`
+    // with parentheses that g++ then warns about (-Wparentheses).
+    const Plan& (*plan)(const SweepRow&);
   };
-  const Series series[] = {{"dense", "#d62728", &SweepRow::dense},
-                           {"mgs (all sparse)", "#1f77b4", &SweepRow::mgs},
-                           {"optimal", "#2ca02c", &SweepRow::optimal},
-                           {"mixed", "#000000", &SweepRow::mixed}};
+  const Series series[] = {
+      {"dense", "#d62728", [](const SweepRow& r) -> const Plan& { return r.dense; }},
+      {"mgs (all sparse)", "#1f77b4", [](const SweepRow& r) -> const Plan& { return r.mgs; }},
+      {"optimal", "#2ca02c", [](const SweepRow& r) -> const Plan& { return r.optimal; }},
+      {"mixed", "#000000", [](const SweepRow& r) -> const Plan& { return r.mixed; }}};
   double tmin = HUGE_VAL, tmax = 0, pmin = HUGE_VAL, pmax = 0;
   for (const SweepRow& r : rows) {
     pmin = std::min(pmin, double(r.workers));
     pmax = std::max(pmax, double(r.workers));
     for (const Series& s : series) {
-      const double t = (r.*(s.plan)).predicted.iteration_end_s;
+      const double t = s.plan(r).predicted.iteration_end_s;
       if (t > 0 && std::isfinite(t)) tmin = std::min(tmin, t), tmax = std::max(tmax, t);
     }
   }
@@ -130,7 +133,7 @@ std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& titl
     const Series& s = series[i];
     std::string points;
     for (const SweepRow& r : rows) {
-      const double t = (r.*(s.plan)).predicted.iteration_end_s;
+      const double t = s.plan(r).predicted.iteration_end_s;
       if (t > 0 && std::isfinite(t)) points += fmt(X(r.workers)) + "," + fmt(Y(t)) + " ";
     }
     const char* dash = i == 3 ? " stroke-dasharray=\"6,3\"" : "";
