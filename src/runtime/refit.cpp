@@ -15,21 +15,29 @@ namespace omgs::detail {
 
 namespace {
 
-/// The coefficients {topk c0, c1, allgather alpha, beta} of the model in force, the prior
-/// of a fit that cannot separate intercepts (zeros for the reference model).
-std::vector<double> coefficients_of(const PerfModel& model, int workers) {
-  const auto* ab = dynamic_cast<const AlphaBetaModel*>(&model);
-  if (ab == nullptr || ab->topk_form() != TopkForm::linear) return {0.0, 0.0, 0.0, 0.0};
-  const auto it = ab->allgather_table().find(workers);
-  if (it == ab->allgather_table().end()) return {ab->topk_c0_s(), ab->topk_c1_s(), 0.0, 0.0};
-  return {ab->topk_c0_s(), ab->topk_c1_s(), it->second.alpha_s, it->second.beta_s_per_byte};
-}
+/// What the refit takes from the model in force: the coefficients {topk c0, c1, allgather
+/// alpha, beta}, the prior of a fit that cannot separate intercepts (zeros where the model
+/// has no linear alpha-beta terms, e.g. the reference model), and the allreduce costs (the
+/// closed loop refits the sparse terms only; dense groups keep their calibrated cost).
+struct ModelPrior {
+  std::vector<double> coefficients{0.0, 0.0, 0.0, 0.0};
+  CollectiveCosts allreduce;
+};
 
-/// The allreduce costs of the model in force (the closed loop refits the sparse terms only;
-/// dense groups keep their calibrated cost).
-CollectiveCosts allreduce_costs_of(const PerfModel& model) {
-  const auto* ab = dynamic_cast<const AlphaBetaModel*>(&model);
-  return ab == nullptr ? CollectiveCosts{} : ab->allreduce_costs();
+ModelPrior prior_of(const PerfModel& model, int workers) {
+  ModelPrior p;
+  const AlphaBetaModel* ab = model.as_alpha_beta();
+  if (ab == nullptr) return p;
+  p.allreduce = ab->allreduce_costs();
+  if (ab->topk_form() != TopkForm::linear) return p;
+  p.coefficients[0] = ab->topk_c0_s();
+  p.coefficients[1] = ab->topk_c1_s();
+  const auto it = ab->allgather_table().find(workers);
+  if (it != ab->allgather_table().end()) {
+    p.coefficients[2] = it->second.alpha_s;
+    p.coefficients[3] = it->second.beta_s_per_byte;
+  }
+  return p;
 }
 
 }  // namespace
@@ -43,12 +51,12 @@ void RuntimeImpl::refit() noexcept {
   rep.iteration = iterations - 1;
   rep.iterations_fitted = filled;
   try {
-    const std::vector<double> prior = coefficients_of(*model, size);
+    ModelPrior prior = prior_of(*model, size);
     std::vector<LayerSpec> next_layers = layers;
-    const std::vector<double> c = agreed_fit(prior, next_layers, rep);
+    const std::vector<double> c = agreed_fit(prior.coefficients, next_layers, rep);
     auto fitted = std::make_unique<AlphaBetaModel>(
         TopkForm::linear, c[0], c[1], CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
-        allreduce_costs_of(*model));
+        std::move(prior.allreduce));
     switch_plan(std::move(fitted), std::move(next_layers), rep);
   } catch (const std::exception& e) {
     last_error = std::string("omgs: the closed loop's refit failed (") + e.what() +
@@ -159,7 +167,7 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
 namespace omgs {
 
 void Runtime::save_perf_model(const std::string& path) const {
-  const auto* ab = dynamic_cast<const AlphaBetaModel*>(impl_->model.get());
+  const AlphaBetaModel* ab = impl_->model->as_alpha_beta();
   if (ab == nullptr)
     throw Error("omgs::Runtime::save_perf_model: the model in force is not an alpha-beta model (" +
                 impl_->model->describe() + "); calibrate, or refit it with refit_iterations > 0");
