@@ -2,6 +2,7 @@
 // measured timelines (plan/timeline_fit.hpp) on points agreed across ranks (backward times
 // included), so that every rank plans with bit-identical inputs;
 // the plan switches only for a predicted gain of at least replan_min_gain.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -40,6 +41,29 @@ ModelPrior prior_of(const PerfModel& model, int workers) {
   return p;
 }
 
+/// Per layer, in backward order (from layer L-1 down), the median over the window's
+/// `filled` iterations of this rank's backward time from the start of the pass to the end
+/// of that layer; a layer not measured in an iteration counts as `per_layer` (its median).
+/// Non-increasing in l: each iteration's sums are, and medians keep the order.
+std::vector<double> cumulative_medians(const std::vector<double>& window_bwd, std::size_t filled,
+                                       const std::vector<double>& per_layer) {
+  const std::size_t L = per_layer.size();
+  std::vector<double> out(L, 0.0);  // a rank without a measured iteration defers to the others
+  if (filled == 0) return out;
+  std::vector<double> sums(filled * L);
+  for (std::size_t i = 0; i < filled; ++i) {
+    double running = 0.0;
+    for (std::size_t l = L; l-- > 0;) {
+      const double t = window_bwd[i * L + l];
+      running += std::isnan(t) ? per_layer[l] : t;
+      sums[l * filled + i] = running;
+    }
+  }
+  for (std::size_t l = 0; l < L; ++l)
+    out[l] = median({sums.begin() + l * filled, sums.begin() + (l + 1) * filled});
+  return out;
+}
+
 }  // namespace
 
 /// Collective, at the same iteration on every rank. A failure (agreed by every rank: every
@@ -71,18 +95,21 @@ void RuntimeImpl::refit() noexcept {
 
 /// The fitted coefficients {topk c0, c1, allgather alpha, beta} and the layers' backward
 /// times (into next_layers), identical on every rank. The points are agreed first, in one
-/// allreduce of medians over the window: per layer the slowest rank's backward and per
-/// group its sparsify (the slowest rank sets the pace: a group's allgather starts when the
-/// last rank posts it), and per group the fastest rank's allgather (the others' include
-/// waiting for the last rank to post, a skew of compute, not a cost of the network).
-/// Collective.
+/// allreduce of medians over the window: per layer the slowest rank's backward up to the
+/// end of that layer (cumulative: the layers' times are the differences, so that the pass
+/// takes as long as the slowest rank's; the slowest rank per layer, summed, would add up
+/// stalls that hit different ranks at different layers), per group the slowest rank's
+/// sparsify (the slowest rank sets the pace: a group's allgather starts when the last rank
+/// posts it), and per group the fastest rank's allgather (the others' include waiting for
+/// the last rank to post, a skew of compute, not a cost of the network). Collective.
 std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
                                             std::vector<LayerSpec>& next_layers, RefitReport& rep) {
   const std::size_t L = layers.size(), G = plan.groups.size();
   GroupPoints p;
   p.sparsify_s.assign(G, 0.0);  // a rank without a measured iteration defers to the others
   p.allgather_s.assign(G, std::numeric_limits<double>::infinity());
-  std::vector<double> all = backward_medians();  // L, then sparsify (G), then -allgather (G)
+  // L cumulative backward times, then sparsify (G), then -allgather (G).
+  std::vector<double> all = cumulative_medians(window_bwd, filled, backward_medians());
   if (filled > 0) {
     p = group_medians(G, window.data(), filled);
     rep.measured_s = median(measured_ends());
@@ -91,7 +118,8 @@ std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
   all.insert(all.end(), p.sparsify_s.begin(), p.sparsify_s.end());
   for (double a : p.allgather_s) all.push_back(-a);
   max_over_ranks(comm, all);
-  for (std::size_t l = 0; l < L; ++l) next_layers[l].backward_s = all[l];
+  for (std::size_t l = 0; l < L; ++l)
+    next_layers[l].backward_s = std::max(0.0, all[l] - (l + 1 < L ? all[l + 1] : 0.0));
   for (std::size_t g = 0; g < G; ++g) {
     p.sparsify_s[g] = all[L + g];
     p.allgather_s[g] = -all[L + G + g];
