@@ -29,16 +29,17 @@ constexpr double kSpinS = 2e-3;
 // The bound, the target (docs/planner.md, "Closed loop"). After the refit the model
 // holds the medians of the very spans the measured timeline adds up (backward up to each
 // layer, sparsify and allgather per group), so what is left is what the timeline model
-// does not have: the ranks' skew and noise. Seen on the 2-core development VM at load 17
-// (6 runs): 0.88-0.95, although there every rank waited tens of ms for time slices (the
-// pass refitted to 55-88 ms for 12 ms spun); with a window of 4 and the slowest rank per
-// layer summed (the agreement before), 0.70-2.4 at load 13-16. Where the ranks do not keep
-// their cores the window and the later iterations may see different stalls, so the bound
-// is asserted where the run shows they did (the refitted backward pass within
+// does not have: the ranks' skew and noise, and compute slowed by the progress thread or
+// other processes on its core. Seen on the 2-core development VM at load 13 (16 runs):
+// 0.81-1.23, one run beyond the bound, though every run there took the oversubscribed
+// branch below (each rank's core is shared with its progress thread and other jobs: the
+// 12 ms spun were refitted to 44-88 ms; docs/planner.md, "Agreement"). Where compute does
+// not keep its core, the window and the later iterations may see different stalls, so the
+// bound is asserted where the run shows it did (the refitted backward pass within
 // kQuietBackward of the one spun); elsewhere only a factor kLooseFactor (the model it
 // started from was 10x off), with a warning.
 constexpr double kBound = 0.20;
-constexpr double kQuietBackward = 1.25;  // refitted pass / spun pass: the ranks kept their cores
+constexpr double kQuietBackward = 1.25;  // refitted pass / spun pass: compute kept its core
 constexpr double kLooseFactor = 3.0;
 constexpr int kMeasured = 9;
 
