@@ -41,7 +41,7 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
   std::vector<Coefficients> runs;
   for (int r = 0; r < repeats; ++r) {
     omgs::Runtime rt(comm, layers, opt);
-    const auto* ab = dynamic_cast<const omgs::AlphaBetaModel*>(&rt.perf_model());
+    const omgs::AlphaBetaModel* ab = rt.perf_model().as_alpha_beta();
     if (ab == nullptr || ab->allgather_table().count(size) == 0)
       throw omgs::Error("calibrate_shared: the runtime's calibration is not an alpha-beta model");
     const omgs::AlphaBeta& g = ab->allgather_table().at(size);

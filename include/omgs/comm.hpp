@@ -205,7 +205,10 @@ struct ProgressStats {
   bool staging = false;  ///< device buffers staged through host mirrors
   bool variable_counts = false;
   int ranks = 0;
-  std::uint64_t collectives_posted = 0;  ///< MPI_Iallgatherv + count MPI_Iallgather
+  /// Collectives posted: one per group exchange (MPI_Iallgatherv for a sparse group,
+  /// MPI_Iallreduce for a dense one), plus the count MPI_Iallgather before each sparse
+  /// group's pairs in variable-count mode (dense groups exchange no counts).
+  std::uint64_t collectives_posted = 0;
   std::uint64_t groups_completed = 0;
   std::uint64_t mpi_errors = 0;  ///< MPI calls that returned an error (with MPI_ERRORS_RETURN)
   std::uint64_t queries_answered = 0;  ///< watchdog queries of other ranks answered

@@ -48,7 +48,8 @@ enum {
   OMGS_PLAN_FAILED = 7,
   OMGS_CONCURRENT_CALL = 8,
   OMGS_ERROR_INVALID_ARGUMENT = 100, /* a NULL pointer or bad value given to the C API */
-  OMGS_ERROR_SETUP = 101,            /* omgs_create failed (omgs::Error): see omgs_last_error */
+  OMGS_ERROR_SETUP = 101,            /* omgs::Error: omgs_create failed, or a file could not be
+                                        written; see omgs_last_error */
   OMGS_ERROR_INTERNAL = 102          /* an unexpected exception (e.g. out of memory) */
 };
 
@@ -70,6 +71,14 @@ typedef struct omgs_options {
   int profile_iterations;    /* default 5 */
   const char* trace_path;    /* Chrome trace JSON, "%r" -> rank; NULL or "": none */
   double shutdown_timeout_s; /* bound of the shutdown drain, e.g. after a fault (default 5) */
+  /* The closed loop (docs/planner.md, "Closed loop"): every refit_iterations iterations
+   * the model is refitted to the run's measured costs, agreed by every rank, and the plan
+   * switches when predicted to gain at least replan_min_gain (a fraction of the current
+   * plan's predicted time), at most max_replans times. OMGS_REFIT_ITERATIONS,
+   * OMGS_MAX_REPLANS and OMGS_REPLAN_MIN_GAIN win. */
+  int refit_iterations;   /* >= 0; default 0: off */
+  int max_replans;        /* >= 0; default 2 */
+  double replan_min_gain; /* finite, >= 0; default 0.05 */
 } omgs_options;
 
 typedef struct omgs_iteration_stats {
@@ -79,7 +88,35 @@ typedef struct omgs_iteration_stats {
   double sparsify_s, finish_wait_s, aggregate_s, iteration_s;
   uint64_t bytes_sent, bytes_received, iteration;
   int profiling, replanned;
+  /* The plan's predicted iteration time (model in force) and this rank's measured one
+   * (its timeline's end, seconds from the start of backward). */
+  double predicted_s, measured_s;
+  uint32_t model_generation; /* +1 at each refit of the performance model */
+  uint32_t plan_generation;  /* +1 at each change of plan (profiling, closed loop) */
+  int refitted;              /* the model was refitted after this iteration */
 } omgs_iteration_stats;
+
+/* The closed loop's last refit (all zero, model "", before the first). Identical on every
+ * rank but measured_s and owner_wait_s. The pointers point into the runtime and stay valid
+ * until the next omgs_finish or omgs_destroy of it. */
+typedef struct omgs_refit_report {
+  uint64_t iteration;           /* the iteration after which it ran */
+  size_t iterations_fitted;     /* measured iterations it used */
+  double measured_s;            /* median measured iteration end on this rank */
+  double owner_wait_s;          /* median of finish()'s wait on this rank */
+  double predicted_current_s;   /* the plan in force, under the fitted model */
+  double predicted_candidate_s; /* the planner's new plan, under the fitted model */
+  size_t candidate_groups;
+  int switched;      /* the candidate replaced the plan */
+  int settled;       /* no further refits */
+  const char* model; /* the fitted model, one line */
+  /* The agreed points it fitted, per group of the plan it measured (num_groups entries):
+   * elements, sparsify (slowest rank's median) and allgather (fastest rank's median). */
+  size_t num_groups;
+  const uint64_t* group_numel;
+  const double* group_sparsify_s;
+  const double* group_allgather_s;
+} omgs_refit_report;
 
 typedef struct omgs_runtime omgs_runtime;
 
@@ -116,6 +153,13 @@ OMGS_EXPORT const float* omgs_residual(const omgs_runtime* rt, size_t layer, siz
 /* 1 if the pointers above are host memory (Serial / OpenMP builds), 0 if device memory
  * (CUDA / HIP builds: copy with the device runtime or use them in kernels). */
 OMGS_EXPORT int omgs_buffers_on_host(void);
+
+/* The closed loop's last refit into *report (see omgs_refit_report). */
+OMGS_EXPORT int omgs_last_refit(const omgs_runtime* rt, omgs_refit_report* report);
+/* Writes the model in force (after a refit: the fitted one) as alpha-beta JSON, the format
+ * options.perf_model reads, so that a later run starts from it. OMGS_ERROR_SETUP for the
+ * reference model (nothing to save) or a file that cannot be written. Not collective. */
+OMGS_EXPORT int omgs_save_perf_model(const omgs_runtime* rt, const char* path);
 
 /* Writes the Chrome trace (path NULL: options.trace_path) or the SVG Gantt chart. */
 OMGS_EXPORT int omgs_write_trace(const omgs_runtime* rt, const char* path);

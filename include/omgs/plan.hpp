@@ -49,6 +49,8 @@ OMGS_EXPORT void validate_density(double density);
 // Performance models
 // ---------------------------------------------------------------------------------------
 
+class AlphaBetaModel;
+
 /// Predicts the two costs MGS trades off. numel is a (merged) group's element count.
 class OMGS_EXPORT PerfModel {
  public:
@@ -67,6 +69,9 @@ class OMGS_EXPORT PerfModel {
   /// Seconds to allreduce (sum) the numel floats of a dense group among `workers` ranks.
   /// The default throws omgs::Error: the model does not know this cost.
   virtual double allreduce_s(std::uint64_t numel, int workers) const;
+  /// This model as an AlphaBetaModel (its coefficients; it can be saved as JSON), or
+  /// nullptr (the default) for a model of another family.
+  virtual const AlphaBetaModel* as_alpha_beta() const noexcept { return nullptr; }
 };
 
 /// The constants of the original OMGS-SGD code (a 16-GPU cluster), so that plans reproduce
@@ -149,6 +154,7 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   std::string describe() const override;
   bool knows_allreduce(int workers) const override { return allreduce_.knows(workers); }
   double allreduce_s(std::uint64_t numel, int workers) const override;
+  const AlphaBetaModel* as_alpha_beta() const noexcept override { return this; }
 
   const CollectiveCosts& allgather_costs() const { return allgather_costs_; }
   const CollectiveCosts& allreduce_costs() const { return allreduce_; }

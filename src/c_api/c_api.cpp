@@ -85,6 +85,9 @@ void omgs_options_init(omgs_options* o) {
   o->profile_iterations = d.profile_iterations;
   o->trace_path = nullptr;
   o->shutdown_timeout_s = d.shutdown_timeout_s;
+  o->refit_iterations = d.refit_iterations;
+  o->max_replans = d.max_replans;
+  o->replan_min_gain = d.replan_min_gain;
 }
 
 int omgs_kokkos_initialize(int* argc, char*** argv) {
@@ -137,6 +140,9 @@ int omgs_create(MPI_Comm comm, const omgs_layer* layers, size_t num_layers,
         opt.profile_iterations = options->profile_iterations;
         if (options->trace_path != nullptr) opt.trace_path = options->trace_path;
         opt.shutdown_timeout_s = options->shutdown_timeout_s;
+        opt.refit_iterations = options->refit_iterations;
+        opt.max_replans = options->max_replans;
+        opt.replan_min_gain = options->replan_min_gain;
       }
     } catch (const omgs::Error& e) {
       local_error = e.what();
@@ -209,12 +215,51 @@ int omgs_finish(omgs_runtime* rt, omgs_iteration_stats* stats) {
     stats->iteration = st.iteration;
     stats->profiling = st.profiling ? 1 : 0;
     stats->replanned = st.replanned ? 1 : 0;
+    stats->predicted_s = st.predicted_s;
+    stats->measured_s = st.measured_s;
+    stats->model_generation = st.model_generation;
+    stats->plan_generation = st.plan_generation;
+    stats->refitted = st.refitted ? 1 : 0;
   }
   return from_status(rt, st.status);
 }
 
 int omgs_buffers_on_host(void) {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, omgs::DeviceMemory>::accessible ? 1 : 0;
+}
+
+int omgs_last_refit(const omgs_runtime* rt, omgs_refit_report* report) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_last_refit: rt is NULL");
+  if (report == nullptr)
+    return invalid(const_cast<omgs_runtime*>(rt), "omgs_last_refit: report is NULL");
+  const omgs::RefitReport& r = rt->rt->last_refit();
+  report->iteration = r.iteration;
+  report->iterations_fitted = r.iterations_fitted;
+  report->measured_s = r.measured_s;
+  report->owner_wait_s = r.owner_wait_s;
+  report->predicted_current_s = r.predicted_current_s;
+  report->predicted_candidate_s = r.predicted_candidate_s;
+  report->candidate_groups = r.candidate_groups;
+  report->switched = r.switched ? 1 : 0;
+  report->settled = r.settled ? 1 : 0;
+  report->model = r.model.c_str();
+  report->num_groups = r.group_numel.size();
+  report->group_numel = r.group_numel.data();
+  report->group_sparsify_s = r.group_sparsify_s.data();
+  report->group_allgather_s = r.group_allgather_s.data();
+  return OMGS_OK;
+}
+
+int omgs_save_perf_model(const omgs_runtime* rt, const char* path) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_save_perf_model: rt is NULL");
+  auto* m = const_cast<omgs_runtime*>(rt);
+  if (path == nullptr || path[0] == '\0')
+    return invalid(
+        m, std::string("omgs_save_perf_model: path is ") + (path == nullptr ? "NULL" : "empty"));
+  return guarded(m, [&] {
+    m->rt->save_perf_model(path);
+    return OMGS_OK;
+  });
 }
 
 int omgs_write_trace(const omgs_runtime* rt, const char* path) {

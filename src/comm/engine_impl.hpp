@@ -146,6 +146,8 @@ class EngineImpl {
   std::uint64_t cycle_ = 0;          // completed rounds of next_post_ through all groups
   Clock::time_point retry_after_{};  // after a failed post: back off before the retry
   bool broken_ = false;              // a collective completed in error: post nothing more
+  // collectives_posted_: +1 per MPI_Iallgatherv / MPI_Iallreduce (post_data) and per count
+  // MPI_Iallgather (post_first); see ProgressStats::collectives_posted.
   std::atomic<std::uint64_t> collectives_posted_{0}, groups_completed_{0}, mpi_errors_{0};
   ProgressCounters counters_;  // what the watchdog reports
 

@@ -2,6 +2,7 @@
 // measured timelines (plan/timeline_fit.hpp) on points agreed across ranks (backward times
 // included), so that every rank plans with bit-identical inputs;
 // the plan switches only for a predicted gain of at least replan_min_gain.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -15,21 +16,52 @@ namespace omgs::detail {
 
 namespace {
 
-/// The coefficients {topk c0, c1, allgather alpha, beta} of the model in force, the prior
-/// of a fit that cannot separate intercepts (zeros for the reference model).
-std::vector<double> coefficients_of(const PerfModel& model, int workers) {
-  const auto* ab = dynamic_cast<const AlphaBetaModel*>(&model);
-  if (ab == nullptr || ab->topk_form() != TopkForm::linear) return {0.0, 0.0, 0.0, 0.0};
+/// What the refit takes from the model in force: the coefficients {topk c0, c1, allgather
+/// alpha, beta}, the prior of a fit that cannot separate intercepts (zeros where the model
+/// has no linear alpha-beta terms, e.g. the reference model), and the allreduce costs (the
+/// closed loop refits the sparse terms only; dense groups keep their calibrated cost).
+struct ModelPrior {
+  std::vector<double> coefficients{0.0, 0.0, 0.0, 0.0};
+  CollectiveCosts allreduce;
+};
+
+ModelPrior prior_of(const PerfModel& model, int workers) {
+  ModelPrior p;
+  const AlphaBetaModel* ab = model.as_alpha_beta();
+  if (ab == nullptr) return p;
+  p.allreduce = ab->allreduce_costs();
+  if (ab->topk_form() != TopkForm::linear) return p;
+  p.coefficients[0] = ab->topk_c0_s();
+  p.coefficients[1] = ab->topk_c1_s();
   const auto it = ab->allgather_table().find(workers);
-  if (it == ab->allgather_table().end()) return {ab->topk_c0_s(), ab->topk_c1_s(), 0.0, 0.0};
-  return {ab->topk_c0_s(), ab->topk_c1_s(), it->second.alpha_s, it->second.beta_s_per_byte};
+  if (it != ab->allgather_table().end()) {
+    p.coefficients[2] = it->second.alpha_s;
+    p.coefficients[3] = it->second.beta_s_per_byte;
+  }
+  return p;
 }
 
-/// The allreduce costs of the model in force (the closed loop refits the sparse terms only;
-/// dense groups keep their calibrated cost).
-CollectiveCosts allreduce_costs_of(const PerfModel& model) {
-  const auto* ab = dynamic_cast<const AlphaBetaModel*>(&model);
-  return ab == nullptr ? CollectiveCosts{} : ab->allreduce_costs();
+/// Per layer, in backward order (from layer L-1 down), the median over the window's
+/// `filled` iterations of this rank's backward time from the start of the pass to the end
+/// of that layer; a layer not measured in an iteration counts as `per_layer` (its median).
+/// Non-increasing in l: each iteration's sums are, and medians keep the order.
+std::vector<double> cumulative_medians(const std::vector<double>& window_bwd, std::size_t filled,
+                                       const std::vector<double>& per_layer) {
+  const std::size_t L = per_layer.size();
+  std::vector<double> out(L, 0.0);  // a rank without a measured iteration defers to the others
+  if (filled == 0) return out;
+  std::vector<double> sums(filled * L);
+  for (std::size_t i = 0; i < filled; ++i) {
+    double running = 0.0;
+    for (std::size_t l = L; l-- > 0;) {
+      const double t = window_bwd[i * L + l];
+      running += std::isnan(t) ? per_layer[l] : t;
+      sums[l * filled + i] = running;
+    }
+  }
+  for (std::size_t l = 0; l < L; ++l)
+    out[l] = median({sums.begin() + l * filled, sums.begin() + (l + 1) * filled});
+  return out;
 }
 
 }  // namespace
@@ -43,12 +75,12 @@ void RuntimeImpl::refit() noexcept {
   rep.iteration = iterations - 1;
   rep.iterations_fitted = filled;
   try {
-    const std::vector<double> prior = coefficients_of(*model, size);
+    ModelPrior prior = prior_of(*model, size);
     std::vector<LayerSpec> next_layers = layers;
-    const std::vector<double> c = agreed_fit(prior, next_layers, rep);
+    const std::vector<double> c = agreed_fit(prior.coefficients, next_layers, rep);
     auto fitted = std::make_unique<AlphaBetaModel>(
         TopkForm::linear, c[0], c[1], CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
-        allreduce_costs_of(*model));
+        std::move(prior.allreduce));
     switch_plan(std::move(fitted), std::move(next_layers), rep);
   } catch (const std::exception& e) {
     last_error = std::string("omgs: the closed loop's refit failed (") + e.what() +
@@ -63,18 +95,21 @@ void RuntimeImpl::refit() noexcept {
 
 /// The fitted coefficients {topk c0, c1, allgather alpha, beta} and the layers' backward
 /// times (into next_layers), identical on every rank. The points are agreed first, in one
-/// allreduce of medians over the window: per layer the slowest rank's backward and per
-/// group its sparsify (the slowest rank sets the pace: a group's allgather starts when the
-/// last rank posts it), and per group the fastest rank's allgather (the others' include
-/// waiting for the last rank to post, a skew of compute, not a cost of the network).
-/// Collective.
+/// allreduce of medians over the window: per layer the slowest rank's backward up to the
+/// end of that layer (cumulative: the layers' times are the differences, so that the pass
+/// takes as long as the slowest rank's; the slowest rank per layer, summed, would add up
+/// stalls that hit different ranks at different layers), per group the slowest rank's
+/// sparsify (the slowest rank sets the pace: a group's allgather starts when the last rank
+/// posts it), and per group the fastest rank's allgather (the others' include waiting for
+/// the last rank to post, a skew of compute, not a cost of the network). Collective.
 std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
                                             std::vector<LayerSpec>& next_layers, RefitReport& rep) {
   const std::size_t L = layers.size(), G = plan.groups.size();
   GroupPoints p;
   p.sparsify_s.assign(G, 0.0);  // a rank without a measured iteration defers to the others
   p.allgather_s.assign(G, std::numeric_limits<double>::infinity());
-  std::vector<double> all = backward_medians();  // L, then sparsify (G), then -allgather (G)
+  // L cumulative backward times, then sparsify (G), then -allgather (G).
+  std::vector<double> all = cumulative_medians(window_bwd, filled, backward_medians());
   if (filled > 0) {
     p = group_medians(G, window.data(), filled);
     rep.measured_s = median(measured_ends());
@@ -83,7 +118,8 @@ std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
   all.insert(all.end(), p.sparsify_s.begin(), p.sparsify_s.end());
   for (double a : p.allgather_s) all.push_back(-a);
   max_over_ranks(comm, all);
-  for (std::size_t l = 0; l < L; ++l) next_layers[l].backward_s = all[l];
+  for (std::size_t l = 0; l < L; ++l)
+    next_layers[l].backward_s = std::max(0.0, all[l] - (l + 1 < L ? all[l + 1] : 0.0));
   for (std::size_t g = 0; g < G; ++g) {
     p.sparsify_s[g] = all[L + g];
     p.allgather_s[g] = -all[L + G + g];
@@ -159,7 +195,7 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
 namespace omgs {
 
 void Runtime::save_perf_model(const std::string& path) const {
-  const auto* ab = dynamic_cast<const AlphaBetaModel*>(impl_->model.get());
+  const AlphaBetaModel* ab = impl_->model->as_alpha_beta();
   if (ab == nullptr)
     throw Error("omgs::Runtime::save_perf_model: the model in force is not an alpha-beta model (" +
                 impl_->model->describe() + "); calibrate, or refit it with refit_iterations > 0");

@@ -8,15 +8,7 @@
 
 #include <omgs/omgs.h>
 
-static int failures = 0;
-
-#define EXPECT(cond)                                                      \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
+#include "c_expect.h"
 
 static float value(int rank, size_t l, size_t i, int it) {
   return (float)(rank + 1) + 0.5f * (float)l + 0.001f * (float)(i % 10) + (float)it;

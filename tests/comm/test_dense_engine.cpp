@@ -86,6 +86,9 @@ TEST_CASE("dense and sparse groups alternate in plan order, fixed and variable c
     CHECK(bad == 0);
     const omgs::ProgressStats s = e.stats();
     CHECK(s.groups_completed == std::uint64_t(20 * G));
+    // One collective per group exchange (allreduce or allgatherv), plus in variable-count
+    // mode the count allgather of each sparse (odd) group; dense groups exchange no counts.
+    CHECK(s.collectives_posted == std::uint64_t(20 * (G + (variable ? G / 2 : 0))));
     CHECK(s.groups[0].bytes_sent == 20u * 1000u * sizeof(float));
   }
 }

@@ -51,6 +51,16 @@ TEST_CASE("alpha-beta model predicts with the bytes really received", "[plan][pe
   CHECK(nl.topk_s(8) == 1e-9 * (8.0 * 3.0));
 }
 
+TEST_CASE("as_alpha_beta: the alpha-beta model itself, nullptr for another family",
+          "[plan][perf]") {
+  const omgs::AlphaBetaModel ab(omgs::TopkForm::linear, 1e-5, 2e-9, {{4, {1e-4, 1e-9}}});
+  const omgs::PerfModel& as_base = ab;
+  CHECK(as_base.as_alpha_beta() == &ab);
+  CHECK(omgs::ReferenceModel().as_alpha_beta() == nullptr);
+  const auto loaded = omgs::make_perf_model("reference");
+  CHECK(loaded->as_alpha_beta() == nullptr);
+}
+
 TEST_CASE("alpha-beta model JSON round trip", "[plan][perf][json]") {
   omgs::AlphaBetaModel m(omgs::TopkForm::nlogn, 1.25e-5, 3.3e-10,
                          {{2, {1.5e-5, 1e-10}}, {4, {2.5e-5, 1.7e-10}}});
