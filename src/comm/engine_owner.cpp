@@ -89,7 +89,9 @@ WaitStatus EngineImpl::wait(int g, double timeout_s) noexcept {
   }
   if (timeout_s < 0) timeout_s = options_.wait_timeout_s;
   const auto deadline = deadline_after(timeout_s);
-  Backoff backoff(options_.idle);
+  // With a progress thread, an oversubscribed layout's wait sleeps at once (idle_for_layout).
+  Backoff backoff(mode_ == ProgressMode::thread ? idle_for_layout(options_.idle, layout_)
+                                                : options_.idle);
   for (;;) {
     bool did = mode_ == ProgressMode::inline_ ? step() : false;
     int done = 0;

@@ -16,7 +16,8 @@ void EngineImpl::thread_main() {
   // Nothing to progress: spin briefly, yield, then sleep with a doubling period (bounded by
   // idle.max_sleep_s), so an idle thread leaves its core to the compute threads. While
   // collectives are in flight it polls every idle.sleep_s: MPI advances them only when polled.
-  Backoff backoff(options_.idle);
+  // An oversubscribed layout skips the spinning and yielding (idle_for_layout).
+  Backoff backoff(idle_for_layout(options_.idle, layout_));
   bool stopping = false;
   Clock::time_point deadline{};
   for (;;) {

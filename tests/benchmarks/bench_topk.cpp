@@ -11,9 +11,10 @@
 // warm-up. A last table gives the per-call cost of small groups (n <= 4096).
 // Not a test: ctest never runs it.
 //
-// Usage: omgs-bench-topk [--large] [--only-large] [--reps R]
+// Usage: omgs-bench-topk [--large] [--only-large] [--only-small] [--reps R]
 //   --large       also n = 1e8 (needs ~3 GiB of memory and minutes)
 //   --only-large  only n = 1e8
+//   --only-small  only the small-group table (e.g. under valgrind --tool=callgrind)
 //   --reps R      repetitions per figure (default 7; 3 at n = 1e8)
 #include <omgs/select.hpp>
 
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <random>
 #include <string>
@@ -45,6 +47,25 @@ double median_ms(int reps, const std::function<void()>& body) {
     body();
     const auto t1 = std::chrono::steady_clock::now();
     t.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+/// Like median_ms, but the process CPU time (milliseconds): on a shared machine it excludes
+/// the time other processes held the core.
+double median_cpu_ms(int reps, const std::function<void()>& body) {
+  const auto cpu_ms = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+  };
+  body();  // warm-up
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = cpu_ms();
+    body();
+    t.push_back(cpu_ms() - t0);
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -210,10 +231,27 @@ int bench_row(const char* data, const std::vector<float>& hx, const FloatView& x
   return failures;
 }
 
-/// Per-call cost of small groups: median over batches of 200 calls.
+/// The runtime's wire format (omgs::SparsePair) and its pack kernel, as the runtime runs it
+/// after each selection.
+struct Pair {
+  std::uint32_t index;
+  float value;
+};
+struct Pack {
+  Kokkos::View<Pair*, Exec::memory_space> pairs;
+  IndexView index;
+  FloatView value;
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
+    pairs(i) = Pair{index(i), value(i)};
+  }
+};
+
+/// Per-call cost of small groups: median over batches of 200 calls, wall and process CPU
+/// time; "fb+pack" adds what the runtime does around the call (pack the pairs, fence).
 void bench_small(int reps) {
   std::printf("\nsmall groups: microseconds per call (median of %d batches of 200 calls)\n", reps);
-  std::printf("%8s %8s | %9s %9s\n", "n", "k", "select", "feedback");
+  std::printf("%8s %8s | %9s %9s %9s | %9s %9s %9s\n", "n", "k", "select", "feedback", "fb+pack",
+              "cpu sel", "cpu fb", "cpu f+p");
   for (std::size_t n : {std::size_t(256), std::size_t(1024), std::size_t(4096)}) {
     const std::vector<float> hx = make_data(true, n);
     const FloatView x = to_device(hx, "x");
@@ -222,23 +260,36 @@ void bench_small(int reps) {
     omgs::TopkSelector<Exec> sel(n, k);
     IndexView oi(std::string("oi"), k);
     FloatView ov(std::string("ov"), k);
-    const double sel_us = 1000.0 / 200 * median_ms(reps, [&] {
-                            for (int c = 0; c < 200; ++c) sel.select(x, k, oi, ov);
-                            Exec().fence();
-                          });
-    const double fb_us = 1000.0 / 200 * median_ms(reps, [&] {
-                           for (int c = 0; c < 200; ++c)
-                             sel.select_with_feedback(x, residual, k, oi, ov);
-                           Exec().fence();
-                         });
-    std::printf("%8zu %8zu | %9.2f %9.2f\n", n, k, sel_us, fb_us);
+    const Pack pack{Kokkos::View<Pair*, Exec::memory_space>(std::string("pairs"), k), oi, ov};
+    const auto policy = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(
+        sel.execution_space_instance(), 0, static_cast<std::int64_t>(k));
+    const auto s_batch = [&] {
+      for (int c = 0; c < 200; ++c) sel.select(x, k, oi, ov);
+      Exec().fence();
+    };
+    const auto f_batch = [&] {
+      for (int c = 0; c < 200; ++c) sel.select_with_feedback(x, residual, k, oi, ov);
+      Exec().fence();
+    };
+    const auto p_batch = [&] {
+      for (int c = 0; c < 200; ++c) {
+        sel.select_with_feedback(x, residual, k, oi, ov);
+        Kokkos::parallel_for("pack", policy, pack);
+        sel.execution_space_instance().fence();
+      }
+    };
+    const double us = 1000.0 / 200;
+    std::printf("%8zu %8zu | %9.2f %9.2f %9.2f | %9.2f %9.2f %9.2f\n", n, k,
+                us * median_ms(reps, s_batch), us * median_ms(reps, f_batch),
+                us * median_ms(reps, p_batch), us * median_cpu_ms(reps, s_batch),
+                us * median_cpu_ms(reps, f_batch), us * median_cpu_ms(reps, p_batch));
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool large = false, only_large = false;
+  bool large = false, only_large = false, only_small = false;
   int reps_arg = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -246,10 +297,13 @@ int main(int argc, char** argv) {
       large = true;
     } else if (a == "--only-large") {
       large = only_large = true;
+    } else if (a == "--only-small") {
+      only_small = true;
     } else if (a == "--reps" && i + 1 < argc) {
       reps_arg = std::atoi(argv[++i]);
     } else if (a.rfind("--kokkos", 0) != 0) {
-      std::fprintf(stderr, "usage: %s [--large] [--only-large] [--reps R]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--large] [--only-large] [--only-small] [--reps R]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -262,6 +316,7 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> sizes;
   if (!only_large) sizes = {1000000, 10000000};
   if (large) sizes.push_back(100000000);
+  if (only_small) sizes.clear();
   int failures = 0;
   for (std::size_t n : sizes) {
     const int reps = reps_arg > 0 ? reps_arg : (n >= 100000000 ? 3 : 7);

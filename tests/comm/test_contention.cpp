@@ -119,6 +119,26 @@ TEST_CASE("rank layout: threads wanted, oversubscription, description", "[comm][
   CHECK(omgs::detail::oversubscribed(l));
 }
 
+TEST_CASE("an oversubscribed layout's progress thread and wait() sleep without spinning",
+          "[comm][contention]") {
+  omgs::IdleOptions idle;  // defaults: spin, then yield, then sleep
+  omgs::detail::RankLayout l;
+  l.sharing_ranks = 1;
+  l.compute_threads = 1;
+  l.cores = 2;
+  const omgs::IdleOptions fits = omgs::detail::idle_for_layout(idle, l);
+  CHECK(fits.spin_iterations == idle.spin_iterations);
+  CHECK(fits.yield_iterations == idle.yield_iterations);
+  l.sharing_ranks = 2;  // 2 ranks x (1 + 1) threads on 2 cores
+  const omgs::IdleOptions over = omgs::detail::idle_for_layout(idle, l);
+  CHECK(over.spin_iterations == 0);
+  CHECK(over.yield_iterations == 0);
+  CHECK(over.sleep_s == idle.sleep_s);
+  CHECK(over.max_sleep_s == idle.max_sleep_s);
+  omgs::detail::Backoff b(over);
+  CHECK(b.sleeping());  // the first empty poll already sleeps
+}
+
 TEST_CASE("automatic pinning: an oversubscribed layout leaves the progress thread unpinned",
           "[comm][contention]") {
   std::vector<SparsePair> send(4), recv(4 * static_cast<std::size_t>(world_size()));

@@ -127,3 +127,45 @@ TEST_CASE("select paths: non-finite entries anywhere are found on every path",
     }
   }
 }
+
+namespace {
+
+/// n entries: small background values, `above` entries of 2.0 and up, and m entries in the
+/// bucket of 1.0 (one top digit: [1, 1.125)), some of them equal, at seeded positions.
+std::vector<float> bucket_of(std::size_t n, std::size_t above, std::size_t m, std::uint32_t seed) {
+  std::vector<float> x = make_data(Dist::normal, n, seed);
+  for (float& v : x) v *= 1e-3f;
+  std::vector<std::size_t> pos(n);
+  for (std::size_t i = 0; i < n; ++i) pos[i] = i;
+  std::shuffle(pos.begin(), pos.end(), std::mt19937(seed));
+  for (std::size_t j = 0; j < above; ++j) x[pos[j]] = (j % 2 ? -2.0f : 2.0f) + 0.25f * j;
+  for (std::size_t j = 0; j < m; ++j) {
+    const float v = 1.0f + 1e-3f * static_cast<float>(j / 3);  // ties in threes
+    x[pos[above + j]] = j % 2 ? -v : v;
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("select paths: small n, threshold buckets around the host's direct resolve limit",
+          "[select][paths]") {
+  // Host teams resolve a threshold bucket of up to 64 entries directly and scan in blocks of
+  // 8: buckets of 1..66 entries, sizes that are not multiples of 8, ties inside the bucket.
+  Selector sel(8192);
+  std::uint32_t seed = 300;
+  for (std::size_t n :
+       {std::size_t(70), std::size_t(73), std::size_t(257), std::size_t(4095), std::size_t(8192)}) {
+    for (std::size_t m : {std::size_t(1), std::size_t(2), std::size_t(63), std::size_t(64),
+                          std::size_t(65), std::size_t(66)}) {
+      const std::size_t above = n > 100 ? 5 : 3;
+      const std::vector<float> x = bucket_of(n, above, m, seed++);
+      for (std::size_t r : {std::size_t(1), m / 2 + 1, m}) {
+        const std::size_t k = above + r;
+        INFO("n = " << n << ", bucket " << m << ", k = " << k);
+        REQUIRE(path_after_select(sel, x, k) == omgs::TopkPath::small);
+        check_feedback(sel, x, std::vector<float>(n, 0.0f), k);
+      }
+    }
+  }
+}

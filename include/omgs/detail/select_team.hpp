@@ -72,16 +72,19 @@ std::size_t select_team_scratch_bytes() {
 
 /// Histogram (in h, zeroed here) of digit (key >> shift) & mask over the list entries whose
 /// key >> (shift + width) equals prefix (level 0: every entry). Returns the number of
-/// non-finite entries seen (level 0 only; team-wide on every thread).
+/// non-finite entries seen (level 0 only; team-wide on every thread). `top`: no bin above it
+/// is occupied (host level 0: the largest key's bin, so the caller's scan starts there).
 template <class Member, class List, class H>
 KOKKOS_INLINE_FUNCTION std::uint64_t team_histogram(const Member& team, const List& list,
                                                     const H& h, int bins, int shift, int width,
-                                                    std::uint32_t prefix, bool level0) {
+                                                    std::uint32_t prefix, bool level0, int& top) {
+  top = bins - 1;
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bins), [&](const int b) { h(b) = 0; });
   team.team_barrier();
   const std::uint32_t mask = static_cast<std::uint32_t>(bins - 1);
   const int fshift = shift + width;
   std::uint64_t bad = 0;
+  std::uint32_t mx = 0;  // host level 0: the largest key
   for (int s = 0; s < list.segments(); ++s) {
     const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
     if (team.team_size() == 1 && level0) {
@@ -89,6 +92,7 @@ KOKKOS_INLINE_FUNCTION std::uint64_t team_histogram(const Member& team, const Li
       for (std::int64_t j = 0; j < len; ++j) {
         const std::uint32_t key = magnitude_key(list.value(b + j));
         bad += key_is_nonfinite(key) ? 1 : 0;
+        mx = key > mx ? key : mx;
         ++hp[key >> select_shift1];
       }
     } else if (team.team_size() == 1) {
@@ -110,8 +114,24 @@ KOKKOS_INLINE_FUNCTION std::uint64_t team_histogram(const Member& team, const Li
       bad += seg_bad;
     }
   }
+  if (team.team_size() == 1 && level0) top = static_cast<int>(mx >> select_shift1);
   team.team_barrier();
   return bad;
+}
+
+/// Host teams scan their list in blocks of this many entries: a block whose largest key is
+/// below what the scan looks for is dealt with by a loop the compiler vectorizes.
+constexpr std::int64_t select_host_block = 8;
+
+/// The largest key of list entries [p, p + select_host_block).
+template <class List>
+KOKKOS_FORCEINLINE_FUNCTION std::uint32_t block_max_key(const List& list, std::int64_t p) {
+  std::uint32_t mx = 0;
+  for (std::int64_t u = 0; u < select_host_block; ++u) {
+    const std::uint32_t key = magnitude_key(list.value(p + u));
+    mx = key > mx ? key : mx;
+  }
+  return mx;
 }
 
 /// A list of values in a view (the gathered threshold bucket); indices are not needed.
@@ -135,12 +155,13 @@ KOKKOS_INLINE_FUNCTION std::uint32_t team_level(const Member& team, const List& 
   const int shifts[3] = {select_shift1, select_shift2, 0};
   const int bins[3] = {select_bins1, select_bins2, select_bins3};
   const int widths[3] = {0, 11, 9};  // width of each digit below the top one
-  const std::uint64_t nb =
-      team_histogram(team, list, h, bins[level], shifts[level], widths[level], prefix, level == 0);
+  int top = 0;
+  const std::uint64_t nb = team_histogram(team, list, h, bins[level], shifts[level], widths[level],
+                                          prefix, level == 0, top);
   if (level == 0) bad = nb;
   Kokkos::single(Kokkos::PerTeam(team), [&]() {
     std::uint32_t cum = 0, b = 0;
-    for (int c = bins[level] - 1; c >= 0; --c) {
+    for (int c = top; c >= 0; --c) {
       b = static_cast<std::uint32_t>(c);
       if (cum + h(c) >= need) break;
       cum += h(c);
@@ -190,6 +211,31 @@ KOKKOS_INLINE_FUNCTION void team_gather(const Member& team, const List& list, st
   team.team_barrier();
 }
 
+/// Host teams resolve a threshold bucket of at most this many entries directly.
+constexpr std::uint32_t select_direct_bucket = 64;
+
+/// The key T of the need-th largest of the values v[0, size) (1 <= need <= size) and t, how
+/// many entries with key == T are among the need largest: T is the key with fewer than need
+/// keys above it and at least need at or above it.
+template <class G>
+KOKKOS_INLINE_FUNCTION void bucket_kth_key(const G& v, std::uint32_t size, std::uint32_t need,
+                                           std::uint32_t& T, std::uint32_t& t) {
+  for (std::uint32_t i = 0; i < size; ++i) {
+    const std::uint32_t key = magnitude_key(v(i));
+    std::uint32_t above = 0, equal = 0;
+    for (std::uint32_t j = 0; j < size; ++j) {
+      const std::uint32_t other = magnitude_key(v(j));
+      above += other > key ? 1 : 0;
+      equal += other == key ? 1 : 0;
+    }
+    if (above < need && above + equal >= need) {
+      T = key;
+      t = need - above;
+      return;
+    }
+  }
+}
+
 /// The key T of the need-th largest entry of the list (1 <= need <= its length) and t, how
 /// many entries with key == T are among the need largest (lowest indices first). Three digit
 /// levels (11 + 11 + 9 bits); when the threshold bucket of the top digit fits in gather, it
@@ -201,6 +247,13 @@ KOKKOS_INLINE_FUNCTION void team_kth_key(const Member& team, const List& list, c
   std::uint32_t prefix = 0;
   std::uint64_t unused = 0;
   const std::uint32_t size = team_level(team, list, h, shared, 0, prefix, need, bad);
+  if (team.team_size() == 1 && size <= select_direct_bucket && size <= gather.extent(0)) {
+    // Host teams, a small threshold bucket: its exact ranks directly (size^2 compares)
+    // instead of two more histograms of 2048 and 512 bins.
+    team_gather(team, list, prefix, gather);
+    bucket_kth_key(gather, size, need, T, t);
+    return;
+  }
   if (size <= gather.extent(0)) {
     team_gather(team, list, prefix, gather);
     const ValueList<typename G::memory_space> bucket{gather, size};
@@ -214,6 +267,44 @@ KOKKOS_INLINE_FUNCTION void team_kth_key(const Member& team, const List& list, c
   t = need;
 }
 
+/// team_pick on a host team (one thread, plain counters). Without the residual, a block of
+/// select_host_block entries whose keys all lie below T is skipped after a max of its keys
+/// (with the residual to write, the plain loop measured fewer instructions).
+template <bool WriteResidual, class List, class Out>
+KOKKOS_INLINE_FUNCTION void host_pick(const List& list, std::uint32_t T, std::uint32_t t,
+                                      const Out& out) {
+  std::uint64_t pos = 0, seen = 0;
+  const auto pick = [&](const std::int64_t p) {
+    const float v = list.value(p);
+    const std::uint32_t key = magnitude_key(v);
+    bool take = false;
+    if (key >= T) {
+      const std::uint32_t idx = list.index(p);
+      const bool tie = key == T;
+      take = !tie || seen < t;
+      if (tie) {
+        if (take && seen + 1 == t) out.state(2) = idx;
+        ++seen;
+      }
+      if (take) {
+        out.index(pos) = idx;
+        out.value(pos) = v;
+        ++pos;
+      }
+    }
+    if (WriteResidual) out.residual(list.index(p)) = take ? 0.0f : v;
+  };
+  for (int s = 0; s < list.segments(); ++s) {
+    const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
+    std::int64_t j = 0;
+    if (!WriteResidual)
+      for (; j + select_host_block <= len; j += select_host_block)
+        if (block_max_key(list, b + j) >= T)
+          for (std::int64_t u = 0; u < select_host_block; ++u) pick(b + j + u);
+    for (; j < len; ++j) pick(b + j);
+  }
+}
+
 /// Writes the selected entries of the list (key > T, or key == T among the first t such
 /// entries in list order) to the outputs in list (= index) order. state(2) receives the
 /// index of the last tie taken (when t > 0). WriteResidual (the direct list of the feedback
@@ -221,33 +312,7 @@ KOKKOS_INLINE_FUNCTION void team_kth_key(const Member& team, const List& list, c
 template <bool WriteResidual, class Member, class List, class H, class Out>
 KOKKOS_INLINE_FUNCTION void team_pick(const Member& team, const List& list, const H& shared,
                                       std::uint32_t T, std::uint32_t t, const Out& out) {
-  if (team.team_size() == 1) {  // host backends: plain counters
-    std::uint64_t pos = 0, seen = 0;
-    for (int s = 0; s < list.segments(); ++s) {
-      const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
-      for (std::int64_t j = 0; j < len; ++j) {
-        const float v = list.value(b + j);
-        const std::uint32_t key = magnitude_key(v);
-        bool take = false;
-        if (key >= T) {
-          const std::uint32_t idx = list.index(b + j);
-          const bool tie = key == T;
-          take = !tie || seen < t;
-          if (tie) {
-            if (take && seen + 1 == t) out.state(2) = idx;
-            ++seen;
-          }
-          if (take) {
-            out.index(pos) = idx;
-            out.value(pos) = v;
-            ++pos;
-          }
-        }
-        if (WriteResidual) out.residual(list.index(b + j)) = take ? 0.0f : v;
-      }
-    }
-    return;
-  }
+  if (team.team_size() == 1) return host_pick<WriteResidual>(list, T, t, out);
   std::uint64_t carry = 0;  // low 32 bits: entries above T so far, high 32 bits: ties
   for (int s = 0; s < list.segments(); ++s) {
     const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
