@@ -212,7 +212,7 @@ struct Timeline {
 /// mgs, layerwise, single and threshold make all-sparse plans; optimal also chooses the
 /// collective of each group when the model knows the allreduce (PerfModel::knows_allreduce);
 /// mgs_mixed is MGS's grouping with the best collective per group; dense is the best
-/// all-dense grouping; mixed is the best predicted of mgs, mgs_mixed, optimal and dense.
+/// all-dense grouping; mixed chooses among mgs, mgs_mixed, optimal and dense.
 /// The last three need a model that knows the allreduce (else mixed is mgs or optimal).
 /// `automatic` plans with every planner of automatic_candidates() and keeps one; the plan's
 /// `planner` is the one that won. mixed and automatic choose with choose_plan (near-ties

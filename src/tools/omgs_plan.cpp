@@ -186,7 +186,8 @@ void print_plan_table(std::ostream& os, const omgs::Plan& plan,
      << " s (compute " << seconds(t.compute_end_s) << " s, communication not hidden "
      << seconds(t.non_overlapped_comm_s) << " s)\n";
   if (plan.planner == omgs::Planner::mixed)
-    os << "  picked: " << omgs::to_string(plan.picked) << " (the best predicted candidate)\n";
+    os << "  picked: " << omgs::to_string(plan.picked)
+       << " (the candidate choose_plan kept: near-ties to fewer groups)\n";
   print_status(os, plan);
   print_table(os, plan.groups.size() + 1, [&](std::size_t i) -> Row {
     if (i == 0)
