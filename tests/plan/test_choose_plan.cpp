@@ -56,6 +56,20 @@ TEST_CASE("choose_plan: near-ties go to fewer groups, then the simpler mix, then
   CHECK_THROWS_WITH(omgs::choose_plan({}), Catch::Contains("at least one candidate"));
   for (double bad : {-0.01, 1.5, std::numeric_limits<double>::quiet_NaN()})
     CHECK_THROWS_WITH(omgs::choose_plan(c, bad), Catch::Contains("choice_margin"));
+  CHECK_NOTHROW(omgs::validate_choice_margin(0.0));
+  CHECK_NOTHROW(omgs::validate_choice_margin(1.0));
+  CHECK_THROWS_WITH(omgs::validate_choice_margin(1.01), Catch::Contains("must be in [0, 1]"));
+  // automatic's fixed order: MGS first, then the choice planners, the baselines last.
+  const omgs::ReferenceModel ref;
+  CHECK(omgs::automatic_candidates(ref, 4) ==
+        std::vector<Planner>{Planner::mgs, Planner::optimal, Planner::threshold, Planner::single,
+                             Planner::layerwise});
+  omgs::CollectiveCosts ag, ar;
+  ag.table[4] = ar.table[4] = {1e-5, 1e-10};
+  const omgs::AlphaBetaModel both(omgs::TopkForm::linear, 0.0, 1e-9, ag, ar);
+  CHECK(omgs::automatic_candidates(both, 4) ==
+        std::vector<Planner>{Planner::mgs, Planner::mgs_mixed, Planner::optimal, Planner::dense,
+                             Planner::threshold, Planner::single, Planner::layerwise});
   const std::vector<omgs::LayerSpec> layers = {{"a", 100, 1e-3}, {"b", 200, 1e-3}};
   CHECK_THROWS_WITH(omgs::make_plan(Planner::mixed, layers, omgs::ReferenceModel(),
                                     omgs::PlanConfig{4, 0.01, 8192, -1.0}),
