@@ -218,11 +218,11 @@ struct Timeline {
 /// mgs, layerwise, single and threshold make all-sparse plans; optimal also chooses the
 /// collective of each group when the model knows the allreduce (PerfModel::knows_allreduce);
 /// mgs_mixed is MGS's grouping with the best collective per group; dense is the best
-/// all-dense grouping; mixed is the best predicted of mgs, mgs_mixed, optimal and dense.
+/// all-dense grouping; mixed chooses among mgs, mgs_mixed, optimal and dense.
 /// The last three need a model that knows the allreduce (else mixed is mgs or optimal).
-/// `automatic` plans with every planner of all_planners() (and mgs_mixed and dense when the
-/// model knows the allreduce) and keeps the lowest predicted iteration (ties: fewer groups,
-/// then that order); the plan's `planner` is the one that won.
+/// `automatic` plans with every planner of automatic_candidates() and keeps one; the plan's
+/// `planner` is the one that won. mixed and automatic choose with choose_plan (near-ties
+/// within PlanConfig::choice_margin go to fewer groups, docs/planner.md).
 enum class Planner {
   mgs,
   layerwise,
@@ -244,10 +244,17 @@ OMGS_EXPORT const std::vector<Planner>& all_planners();
 /// mgs_mixed, dense and mixed: the planners that need the allreduce cost.
 OMGS_EXPORT const std::vector<Planner>& choice_planners();
 
+/// The relative margin of choose_plan's near-ties: 0.10, i.e. plans predicted within 10% of
+/// the best count as equally fast. It is the spread of the predicted iteration time of one
+/// plan over repeated calibrations of the same machine (docs/planner.md, "Choosing among
+/// plans"): differences below it are calibration noise, not a property of the plans.
+inline constexpr double default_choice_margin = 0.10;
+
 struct PlanConfig {
-  int workers = 1;                       ///< P, number of ranks
-  double density = 0.001;                ///< fraction of entries top-k keeps
-  std::uint64_t threshold_numel = 8192;  ///< the threshold planner's group size
+  int workers = 1;                               ///< P, number of ranks
+  double density = 0.001;                        ///< fraction of entries top-k keeps
+  std::uint64_t threshold_numel = 8192;          ///< the threshold planner's group size
+  double choice_margin = default_choice_margin;  ///< choose_plan's margin, in [0, 1]
 };
 
 /// How a plan relates to what its planner promises. Only the optimal planner, which is
@@ -310,9 +317,24 @@ OMGS_EXPORT Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers
 /// The candidates of Planner::mixed for this model and P: mgs, mgs_mixed, optimal, dense
 /// (mgs and optimal if the model does not know the allreduce).
 OMGS_EXPORT const std::vector<Planner>& mixed_candidates(const PerfModel& model, int workers);
-/// The plan with the smallest predicted iteration end, the first on ties, as a
-/// Planner::mixed plan whose `picked` names the candidate's planner. Throws if empty.
-OMGS_EXPORT Plan best_of(std::vector<Plan> candidates);
+/// The candidates of Planner::automatic, in their order of preference: mgs, mgs_mixed,
+/// optimal, dense, threshold, single, layerwise (mgs_mixed and dense only when the model
+/// knows the allreduce for P).
+OMGS_EXPORT const std::vector<Planner>& automatic_candidates(const PerfModel& model, int workers);
+/// The one rule that chooses among plans (Planner::mixed, Planner::automatic, the workers
+/// sweep): with `best` the smallest predicted iteration end, the candidates predicted within
+/// best * (1 + margin) are eligible; among them the fewest groups win, then the simpler
+/// collective mix (all groups of one kind, else fewer groups of the minority kind), then
+/// the earlier candidate (the callers' fixed planner order). Deterministic: every rank that
+/// plans the same inputs picks the same index. Throws omgs::Error if `candidates` is empty
+/// or margin is outside [0, 1].
+OMGS_EXPORT std::size_t choose_plan(const std::vector<Plan>& candidates,
+                                    double margin = default_choice_margin);
+/// Throws omgs::Error unless 0 <= margin <= 1.
+OMGS_EXPORT void validate_choice_margin(double margin);
+/// The candidate choose_plan picks, as a Planner::mixed plan whose `picked` names the
+/// candidate's planner. Throws if empty.
+OMGS_EXPORT Plan best_of(std::vector<Plan> candidates, double margin = default_choice_margin);
 
 /// The groupings themselves (plan order). make_plan calls these after validation.
 OMGS_EXPORT std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers,

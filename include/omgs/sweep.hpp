@@ -16,15 +16,17 @@ struct SweepRow {
   Plan dense;    ///< Planner::dense: the best all-dense grouping
   Plan mgs;      ///< all-sparse MGS (the published algorithm)
   Plan optimal;  ///< boundaries and collectives searched together
-  Plan mixed;    ///< best_of(mgs, mgs_mixed, optimal, dense): the runtime's default
+  Plan mixed;    ///< best_of(mgs, mgs_mixed, optimal, dense) under the sweep's margin
 };
 /// One row per P (in the given order). The model must know both collectives for every P
 /// (else omgs::Error naming P). Each P costs a few optimal searches (about a second each
-/// for hundreds of layers, bounded by `budget`).
+/// for hundreds of layers, bounded by `budget`). `mixed` is chosen by choose_plan with
+/// `margin` (0: the strict minimum, never slower than dense, mgs or optimal).
 OMGS_EXPORT std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers,
                                                 const PerfModel& model, double density,
                                                 const std::vector<int>& workers,
-                                                const OptimalBudget& budget = {});
+                                                const OptimalBudget& budget = {},
+                                                double margin = default_choice_margin);
 /// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of
 /// the two numbers before it up to the one after it). Throws omgs::Error on a bad list.
 OMGS_EXPORT std::vector<int> parse_workers_list(std::string_view text);

@@ -238,13 +238,46 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
   return best;
 }
 
-Plan best_of(std::vector<Plan> candidates) {
+void validate_choice_margin(double margin) {
+  if (!(margin >= 0.0 && margin <= 1.0))  // also rejects NaN
+    throw Error("omgs: choice_margin = " + std::to_string(margin) +
+                " (must be in [0, 1]: a relative margin of the predicted iteration time)");
+}
+
+namespace {
+// The simpler collective mix: one kind only (0), else the number of minority-kind groups.
+std::size_t mix_complexity(const Plan& plan) {
+  const std::size_t dense = plan.dense_groups();
+  return std::min(dense, plan.groups.size() - dense);
+}
+}  // namespace
+
+std::size_t choose_plan(const std::vector<Plan>& candidates, double margin) {
+  if (candidates.empty()) throw Error("omgs: choosing a plan needs at least one candidate");
+  validate_choice_margin(margin);
+  double best = candidates[0].predicted.iteration_end_s;
+  for (const Plan& c : candidates) best = std::min(best, c.predicted.iteration_end_s);
+  const double limit = best * (1.0 + margin);
+  std::size_t chosen = candidates.size();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const Plan& c = candidates[i];
+    if (!(c.predicted.iteration_end_s <= limit)) continue;
+    if (chosen == candidates.size()) {
+      chosen = i;
+      continue;
+    }
+    const Plan& k = candidates[chosen];
+    // Strictly better on (groups, collective mix); equal keys keep the earlier candidate.
+    if (c.groups.size() < k.groups.size() ||
+        (c.groups.size() == k.groups.size() && mix_complexity(c) < mix_complexity(k)))
+      chosen = i;
+  }
+  return chosen;
+}
+
+Plan best_of(std::vector<Plan> candidates, double margin) {
   if (candidates.empty()) throw Error("omgs: best_of needs at least one plan");
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < candidates.size(); ++i)
-    if (candidates[i].predicted.iteration_end_s < candidates[best].predicted.iteration_end_s)
-      best = i;
-  Plan plan = std::move(candidates[best]);
+  Plan plan = std::move(candidates[choose_plan(candidates, margin)]);
   plan.picked = plan.planner == Planner::mixed ? plan.picked : plan.planner;
   plan.planner = Planner::mixed;
   return plan;
@@ -257,27 +290,26 @@ const std::vector<Planner>& mixed_candidates(const PerfModel& model, int workers
   return model.knows_allreduce(workers) ? all : sparse;
 }
 
+const std::vector<Planner>& automatic_candidates(const PerfModel& model, int workers) {
+  static const std::vector<Planner> all = {Planner::mgs,      Planner::mgs_mixed, Planner::optimal,
+                                           Planner::dense,    Planner::threshold, Planner::single,
+                                           Planner::layerwise};
+  static const std::vector<Planner> sparse = {Planner::mgs, Planner::optimal, Planner::threshold,
+                                              Planner::single, Planner::layerwise};
+  return model.knows_allreduce(workers) ? all : sparse;
+}
+
 namespace {
 
-/// Planner::automatic: every planner's plan, the lowest predicted iteration kept (ties:
-/// fewer groups, then the first in all_planners()), so every rank picks the same one.
-Plan plan_automatic(const std::vector<LayerSpec>& layers, const PerfModel& model,
-                    const PlanConfig& config, const OptimalBudget& budget) {
-  Plan best;
-  bool have = false;
-  std::vector<Planner> planners = all_planners();
-  if (model.knows_allreduce(config.workers))
-    planners.insert(planners.end(), {Planner::mgs_mixed, Planner::dense});
-  for (Planner p : planners) {
-    if (p == Planner::threshold && config.threshold_numel == 0) continue;
-    Plan c = make_plan(p, layers, model, config, budget);
-    const double t = c.predicted.iteration_end_s, b = best.predicted.iteration_end_s;
-    if (!have || t < b || (t == b && c.groups.size() < best.groups.size())) {
-      best = std::move(c);
-      have = true;
-    }
-  }
-  return best;
+/// The candidates' plans, each planned once (threshold only with threshold_numel > 0).
+std::vector<Plan> plan_candidates(const std::vector<Planner>& planners,
+                                  const std::vector<LayerSpec>& layers, const PerfModel& model,
+                                  const PlanConfig& config, const OptimalBudget& budget) {
+  std::vector<Plan> plans;
+  for (Planner p : planners)
+    if (p != Planner::threshold || config.threshold_numel != 0)
+      plans.push_back(make_plan(p, layers, model, config, budget));
+  return plans;
 }
 
 }  // namespace
@@ -286,6 +318,7 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
                const PlanConfig& config, const OptimalBudget& budget) {
   validate_layers(layers);
   validate_density(config.density);
+  validate_choice_margin(config.choice_margin);
   if (config.workers < 1)
     throw Error("omgs: workers = " + std::to_string(config.workers) + " (must be >= 1)");
   model.check_workers(config.workers);
@@ -313,20 +346,23 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
       plan.status_note = std::move(r.note);
       return plan;
     }
-    case Planner::automatic:
-      return plan_automatic(layers, model, config, budget);
+    case Planner::automatic: {  // the winner keeps its own name (Plan::planner)
+      std::vector<Plan> candidates = plan_candidates(automatic_candidates(model, config.workers),
+                                                     layers, model, config, budget);
+      Plan plan = std::move(candidates[choose_plan(candidates, config.choice_margin)]);
+      plan.picked = plan.planner;
+      return plan;
+    }
     case Planner::mgs_mixed:
       groups = choose_collectives(layers, groups_mgs(layers, model, config), model, config);
       break;
     case Planner::dense:
       groups = groups_dense(layers, model, config);
       break;
-    case Planner::mixed: {
-      std::vector<Plan> candidates;
-      for (Planner c : mixed_candidates(model, config.workers))
-        candidates.push_back(make_plan(c, layers, model, config, budget));
-      return best_of(std::move(candidates));
-    }
+    case Planner::mixed:
+      return best_of(
+          plan_candidates(mixed_candidates(model, config.workers), layers, model, config, budget),
+          config.choice_margin);
   }
   return make_plan_from_groups(planner, layers, std::move(groups), model, config);
 }

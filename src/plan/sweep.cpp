@@ -16,10 +16,11 @@ namespace omgs {
 
 std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const PerfModel& model,
                                     double density, const std::vector<int>& workers,
-                                    const OptimalBudget& budget) {
+                                    const OptimalBudget& budget, double margin) {
+  validate_choice_margin(margin);
   std::vector<SweepRow> rows;
   for (int p : workers) {
-    const PlanConfig config{p, density, 8192};
+    const PlanConfig config{p, density, 8192, margin};
     model.check_workers(p);
     if (!model.knows_allreduce(p)) model.allreduce_s(1, p);  // throws, naming P
     SweepRow r;
@@ -29,7 +30,8 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
     r.optimal = make_plan(Planner::optimal, layers, model, config, budget);
     // The same candidates as make_plan(Planner::mixed), without planning them twice.
     r.mixed = best_of(
-        {r.mgs, make_plan(Planner::mgs_mixed, layers, model, config, budget), r.optimal, r.dense});
+        {r.mgs, make_plan(Planner::mgs_mixed, layers, model, config, budget), r.optimal, r.dense},
+        config.choice_margin);
     rows.push_back(std::move(r));
   }
   return rows;

@@ -21,7 +21,8 @@ constexpr const char* usage_text =
     "usage: omgs-plan --model FILE.csv (--workers P | --workers-sweep LIST) --density D\n"
     "                 [--perf reference|FILE.json] [--planner "
     "mgs|layerwise|single|threshold|optimal|mgs_mixed|dense|mixed|automatic|all]\n"
-    "                 [--threshold NUMEL] [--format table|json] [--svg FILE.svg]\n"
+    "                 [--threshold NUMEL] [--choice-margin M] [--format table|json]\n"
+    "                 [--svg FILE.svg]\n"
     "\n"
     "Groups the gradient tensors of a model (CSV: header name,numel,backward_s; one row per\n"
     "tensor in forward order) for merged gradient sparsification, and predicts the pipeline.\n"
@@ -37,6 +38,9 @@ constexpr const char* usage_text =
     "  --planner NAME   mgs (default), layerwise, single, threshold, optimal, mgs_mixed,\n"
     "                   dense, mixed (the last three need allreduce costs), or all to compare\n"
     "  --threshold N    group size of the threshold planner in elements (default 8192)\n"
+    "  --choice-margin M  mixed, automatic and the sweep's mixed: plans predicted within\n"
+    "                   M x the best are near-ties, which go to fewer groups (default 0.1;\n"
+    "                   0: the strict minimum)\n"
     "  --format F       table (default) or json\n"
     "  --svg FILE       also draw the predicted pipeline as an SVG Gantt chart (one block of\n"
     "                   compute / top-k / communication lanes per planner)\n";
@@ -49,6 +53,7 @@ struct Args {
   std::string perf = "reference";
   std::string planner = "mgs";
   std::string threshold = "8192";
+  std::string margin = "0.1";
   std::string format = "table";
   std::string svg;
 };
@@ -107,6 +112,8 @@ Args parse_args(int argc, char** argv) {
       a.planner = value();
     } else if (opt == "--threshold") {
       a.threshold = value();
+    } else if (opt == "--choice-margin") {
+      a.margin = value();
     } else if (opt == "--format") {
       a.format = value();
     } else if (opt == "--svg") {
@@ -186,7 +193,8 @@ void print_plan_table(std::ostream& os, const omgs::Plan& plan,
      << " s (compute " << seconds(t.compute_end_s) << " s, communication not hidden "
      << seconds(t.non_overlapped_comm_s) << " s)\n";
   if (plan.planner == omgs::Planner::mixed)
-    os << "  picked: " << omgs::to_string(plan.picked) << " (the best predicted candidate)\n";
+    os << "  picked: " << omgs::to_string(plan.picked)
+       << " (the candidate choose_plan kept: near-ties to fewer groups)\n";
   print_status(os, plan);
   print_table(os, plan.groups.size() + 1, [&](std::size_t i) -> Row {
     if (i == 0)
@@ -236,9 +244,10 @@ std::string collectives(const omgs::Plan& p) {
 }
 
 int run_sweep(const Args& args, const std::vector<omgs::LayerSpec>& layers,
-              const omgs::PerfModel& model, double density) {
-  const std::vector<omgs::SweepRow> rows =
-      omgs::sweep_workers(layers, model, density, omgs::parse_workers_list(args.sweep));
+              const omgs::PerfModel& model, const omgs::PlanConfig& config) {
+  const double density = config.density;
+  const std::vector<omgs::SweepRow> rows = omgs::sweep_workers(
+      layers, model, density, omgs::parse_workers_list(args.sweep), {}, config.choice_margin);
   std::ostringstream title;
   title << args.model << ": density " << density << ", " << model.describe();
   if (!args.svg.empty()) write_file(args.svg, omgs::sweep_svg(rows, title.str()));
@@ -293,12 +302,15 @@ int main(int argc, char** argv) {
       die("--density " + args.density + " is outside (0, 1]", 2);
     config.threshold_numel = static_cast<std::uint64_t>(parse_int(args.threshold, "--threshold"));
     if (config.threshold_numel == 0) die("--threshold must be >= 1", 2);
+    config.choice_margin = parse_double(args.margin, "--choice-margin");
+    if (!(config.choice_margin >= 0.0 && config.choice_margin <= 1.0))
+      die("--choice-margin " + args.margin + " is outside [0, 1]", 2);
     if (args.format != "table" && args.format != "json")
       die("--format '" + args.format + "' is not table or json", 2);
 
     if (!args.sweep.empty()) {
       const std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(args.model);
-      return run_sweep(args, layers, *omgs::make_perf_model(args.perf), config.density);
+      return run_sweep(args, layers, *omgs::make_perf_model(args.perf), config);
     }
     std::vector<omgs::Planner> planners;
     const std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(args.model);

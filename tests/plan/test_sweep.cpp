@@ -37,7 +37,10 @@ TEST_CASE("sweep: mixed never predicted slower than dense or all-sparse MGS",
     for (const char* fabric : {"ethernet_10g", "ethernet_25g", "infiniband_hdr200"}) {
       const auto model = omgs::AlphaBetaModel::load(std::string(OMGS_SOURCE_DIR) +
                                                     "/examples/perf/" + fabric + ".json");
-      const auto rows = omgs::sweep_workers(layers, model, 0.001, workers, budget);
+      // Margin 0, the strict minimum: the target itself. The default margin (near-ties to
+      // fewer groups) stays within 10% of it.
+      const auto rows = omgs::sweep_workers(layers, model, 0.001, workers, budget, 0.0);
+      const auto near = omgs::sweep_workers(layers, model, 0.001, {2, 64, 4096}, budget);
       REQUIRE(rows.size() == workers.size());
       bool dense_won = false, sparse_won = false;
       for (const omgs::SweepRow& r : rows) {
@@ -46,6 +49,11 @@ TEST_CASE("sweep: mixed never predicted slower than dense or all-sparse MGS",
         REQUIRE(mixed <= r.dense.predicted.iteration_end_s);
         REQUIRE(mixed <= r.mgs.predicted.iteration_end_s);
         REQUIRE(mixed <= r.optimal.predicted.iteration_end_s);
+        for (const omgs::SweepRow& n : near) {
+          if (n.workers != r.workers) continue;
+          REQUIRE(n.mixed.predicted.iteration_end_s <= mixed * (1 + omgs::default_choice_margin));
+          REQUIRE(n.mixed.groups.size() <= r.mixed.groups.size());
+        }
         REQUIRE(r.mixed.planner == Planner::mixed);
         REQUIRE(r.dense.dense_groups() == r.dense.groups.size());
         REQUIRE(r.mgs.dense_groups() == 0);
@@ -82,4 +90,6 @@ TEST_CASE("sweep: chart and errors", "[plan][sweep]") {
   CHECK_THROWS_WITH(omgs::sweep_workers(layers, omgs::ReferenceModel(), 0.01, {3}),
                     Catch::Contains("not P = 3"));
   CHECK_THROWS_AS(omgs::best_of({}), omgs::Error);
+  CHECK_THROWS_WITH(omgs::sweep_workers(layers, model, 0.01, {2}, {}, 2.0),
+                    Catch::Contains("choice_margin = 2"));
 }
