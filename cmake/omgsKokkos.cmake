@@ -49,11 +49,31 @@ function(_omgs_trilinos_target target header include_hint)
     INTERFACE_LINK_LIBRARIES "${_libs};${CMAKE_DL_LIBS}")
 endfunction()
 
+# Upstream Kokkos with the OpenMP back-end asks for find_dependency(OpenMP COMPONENTS CXX),
+# which FindOpenMP can only check with the CXX language enabled: a C-only consumer (the C
+# API; Kokkos is link-only there) failed "Could NOT find OpenMP (missing: OpenMP_CXX_FOUND
+# CXX)". It gets the OpenMP runtime of its C compiler instead (GCC and Clang link the same
+# libgomp / libomp for C and C++). A macro: the variables must reach find_package(Kokkos).
+macro(_omgs_openmp_for_c_only)
+  get_property(_omgs_enabled GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if("C" IN_LIST _omgs_enabled AND NOT "CXX" IN_LIST _omgs_enabled
+     AND NOT TARGET OpenMP::OpenMP_CXX)
+    find_package(OpenMP QUIET COMPONENTS C)
+    if(OpenMP_C_FOUND)
+      add_library(OpenMP::OpenMP_CXX INTERFACE IMPORTED)
+      set_target_properties(OpenMP::OpenMP_CXX PROPERTIES
+        INTERFACE_LINK_LIBRARIES "${OpenMP_C_LIBRARIES}")
+      set(OpenMP_CXX_FOUND TRUE)
+    endif()
+  endif()
+endmacro()
+
 # omgs_find_kokkos([KOKKOS_HINT dir] [KERNELS_HINT dir]): the hints (the config directories
 # the omgs build used) are searched before the system paths, after the caller's own
 # Kokkos_ROOT / CMAKE_PREFIX_PATH.
 function(omgs_find_kokkos)
   cmake_parse_arguments(ARG "" "KOKKOS_HINT;KERNELS_HINT" "" ${ARGN})
+  _omgs_openmp_for_c_only()
   # Called even when Kokkos::kokkos exists: a consumer may have found Debian's broken one.
   find_package(Kokkos CONFIG QUIET HINTS ${ARG_KOKKOS_HINT})
   if(Kokkos_FOUND AND ("trilinos_kokkoscore" IN_LIST Kokkos_LIBRARIES OR TARGET trilinos_kokkoscore))

@@ -31,6 +31,7 @@
 
 #include <omgs/omgs.hpp>
 
+#include "bounded_mpi.hpp"
 #include "fashion_mnist.hpp"
 #include "median.hpp"
 
@@ -410,6 +411,9 @@ int main(int argc, char** argv) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
   }
-  MPI_Finalize();
-  return rc;
+  // Bounded like the other examples' (examples/bounded_mpi.hpp): a 2-rank job that had printed
+  // its error once did not exit within omgs_example.torch_bad_data_dir's 120 s on a loaded
+  // machine (Kokkos 4.6 OpenMP build; not reproduced in later runs).
+  omgs_examples::job_bound.program = "omgs-train-torch";
+  return omgs_examples::finalize_bounded(rc);
 }
