@@ -32,6 +32,9 @@ inline JobBound job_bound;
   MPI_Comm_rank(comm, &rank);
   std::fprintf(stderr, "%s: rank %d: %s; aborting the job\n", program, rank, message.c_str());
   std::fflush(stderr);
+  // A moment for the launcher to forward the line: MPICH's hydra tore the job down before
+  // forwarding it once (CI, omgs_example.synthetic_peer_left with MPICH).
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   MPI_Abort(comm, 1);
   std::abort();  // not reached
 }
