@@ -1,8 +1,9 @@
 // omgs-bench-topk: top-k by magnitude, omgs::TopkSelector against memory-bound baselines and
 // std::nth_element, in the same run and on the same data.
-//   read:   one read of x (max |x|), the floor for select: a plain loop on host memory, a
-//           Kokkos max-reduction kernel over the same view on a device (the bandwidth floor)
-//   r+=g:   one pass residual += grad, the floor for select_with_feedback
+//   read:   one read of x (max |x|), the floor for select: on host memory a plain loop
+//           compiled at -O3 in its own file (bench_baselines.cpp), on a device a Kokkos
+//           max-reduction kernel over the same view (the bandwidth floor)
+//   r+=g:   one pass residual += grad, the floor for select_with_feedback (host: -O3 too)
 //   select, select_with_feedback: omgs (the path taken is printed)
 //   nth:    host, single thread: copy |x|, std::nth_element, one gather pass in index order
 //           (ties: lowest index), which gives exactly the omgs output (checked)
@@ -16,6 +17,8 @@
 //   --only-large  only n = 1e8
 //   --only-small  only the small-group table (e.g. under valgrind --tool=callgrind)
 //   --reps R      repetitions per figure (default 7; 3 at n = 1e8)
+#include "bench_baselines.hpp"
+
 #include <omgs/select.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -122,12 +125,7 @@ struct AddInto {
 float max_abs(const FloatView& x) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
-    // max of the magnitude keys (bits & 0x7fffffff): a float max reduction is a latency-bound
-    // chain at -O2, the integer one vectorizes and runs at memory speed.
-    const float* p = x.data();
-    std::uint32_t m = 0;
-    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, omgs::detail::magnitude_key(p[i]));
-    return static_cast<float>(m);
+    return static_cast<float>(omgs_bench::max_magnitude_key(x.data(), n));
   }
   float m = 0.0f;
   Kokkos::parallel_reduce("bench::maxabs", Kokkos::RangePolicy<Exec>(0, n), MaxAbs{x}, m);
@@ -137,9 +135,7 @@ float max_abs(const FloatView& x) {
 void add_into(const FloatView& r, const FloatView& g) {
   const std::int64_t n = static_cast<std::int64_t>(r.extent(0));
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
-    float* __restrict rp = r.data();
-    const float* __restrict gp = g.data();
-    for (std::int64_t i = 0; i < n; ++i) rp[i] += gp[i];
+    omgs_bench::add_into(r.data(), g.data(), n);
     return;
   }
   Kokkos::parallel_for("bench::add", Kokkos::RangePolicy<Exec>(0, n), AddInto{g, r});
