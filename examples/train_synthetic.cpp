@@ -10,8 +10,9 @@
 // each fills, as PyTorch DDP does ("dense-bucket"), and one MPI_Iallreduce per layer
 // ("dense-layer"). Every plan uses one performance model, calibrated once per job
 // (repeated, medians: examples/shared_calibration.hpp). It prints one line per iteration
-// and a table: iteration time, communication not hidden behind the backward pass, bytes
-// each rank sends, predicted time, and which allreduce each dense row used.
+// and a table (medians over the timed iterations of the slowest rank's times): iteration
+// time, communication not hidden behind the backward pass, bytes each rank sends,
+// predicted time, and which allreduce each dense row used.
 //
 //   mpiexec -n 4 omgs-train-synthetic --model resnet50
 #include <mpi.h>
@@ -32,6 +33,7 @@
 #include "bounded_mpi.hpp"
 #include "dense_baseline.hpp"
 #include "emulated_backward.hpp"
+#include "median.hpp"
 #include "shared_calibration.hpp"
 #include "synthetic_args.hpp"
 
@@ -55,12 +57,27 @@ using omgs_train::seed_of;
 struct Result {
   std::string method;
   std::size_t groups = 0;
-  double iteration_s = 0;     ///< mean over timed iterations of the slowest rank's time
-  double not_hidden_s = 0;    ///< mean of the slowest rank's wait for communication
-  double sparsify_s = 0;      ///< mean of the slowest rank's top-k time
-  double bytes_per_iter = 0;  ///< each rank sends
+  double iteration_s = 0;     ///< median over timed iterations of the slowest rank's time
+  double not_hidden_s = 0;    ///< median of the slowest rank's wait for communication
+  double sparsify_s = 0;      ///< median of the slowest rank's top-k time
+  double bytes_per_iter = 0;  ///< each rank sends (mean)
   double predicted_s = -1;    ///< the plan's predicted iteration (omgs methods)
   std::string note;
+  std::vector<double> iters, waits, sparsifies;  ///< per timed iteration (slowest rank)
+
+  /// Records one timed iteration; summarize() turns the records into the medians, which
+  /// one stalled iteration (a TCP retransmission, a descheduled rank) does not move.
+  void record(double iter, double wait, double sparsify) {
+    iters.push_back(iter);
+    waits.push_back(wait);
+    sparsifies.push_back(sparsify);
+  }
+  void summarize() {
+    if (iters.empty()) return;
+    iteration_s = omgs_examples::median(iters);
+    not_hidden_s = omgs_examples::median(waits);
+    sparsify_s = omgs_examples::median(sparsifies);
+  }
 };
 
 double max_over_ranks(MPI_Comm comm, double v) {
@@ -121,9 +138,7 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     const double sparsify = max_over_ranks(MPI_COMM_WORLD, st.sparsify_s);
     const bool timed = it >= warmup;
     if (timed) {
-      r.iteration_s += iter / args.iterations;
-      r.not_hidden_s += wait / args.iterations;
-      r.sparsify_s += sparsify / args.iterations;
+      r.record(iter, wait, sparsify);
       r.bytes_per_iter += static_cast<double>(st.bytes_sent) / args.iterations;
     }
     if (!args.quiet && rank == 0)
@@ -144,6 +159,7 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     if (!args.save_fitted.empty() && rank == 0) rt.save_perf_model(args.save_fitted);
   }
   if (!args.svg.empty() && rank == 0) rt.write_svg(args.svg + "." + planner + ".svg");
+  r.summarize();
   return r;
 }
 
@@ -195,8 +211,7 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     const double wait = max_over_ranks(MPI_COMM_WORLD, d.wait_s);
     const bool timed = it >= args.warmup;
     if (timed) {
-      r.iteration_s += iter / args.iterations;
-      r.not_hidden_s += wait / args.iterations;
+      r.record(iter, wait, 0.0);
       r.bytes_per_iter += 4.0 * static_cast<double>(ex.averaged().size()) / args.iterations;
     }
     if (!args.quiet && rank == 0)
@@ -205,6 +220,7 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                   timed ? args.iterations : args.warmup, iter, wait);
   }
   averaged = ex.averaged();
+  r.summarize();
   return r;
 }
 
@@ -254,7 +270,7 @@ bool dense_results_agree(const std::vector<float>& bucketed, const std::vector<f
 
 void print_table(const Args& args, const std::vector<Result>& results) {
   const double dense = args.dense ? results[0].iteration_s : 0;
-  std::printf("\n%d timed iterations each (after %d warm-up), slowest rank, means:\n",
+  std::printf("\n%d timed iterations each (after %d warm-up), slowest rank, medians:\n",
               args.iterations, args.warmup);
   std::printf(
       "  method        groups  iteration_s  not_hidden_comm_s  sparsify_s  sent/rank/iter  "
