@@ -1,0 +1,144 @@
+// Module plan, performance models: the costs MGS trades off (top-k selection, allgather,
+// and the dense allreduce of mixed plans), the reference model of the OMGS-SGD code and
+// the calibratable alpha-beta model with its JSON form. Included by <omgs/plan.hpp>.
+// Pure C++17: no MPI, no Kokkos.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <omgs/export.hpp>
+
+namespace omgs {
+
+class AlphaBetaModel;
+
+/// Predicts the two costs MGS trades off. numel is a (merged) group's element count.
+class OMGS_EXPORT PerfModel {
+ public:
+  virtual ~PerfModel() = default;
+  /// Seconds to select the top-k of numel elements on the device.
+  virtual double topk_s(std::uint64_t numel) const = 0;
+  /// Seconds to allgather the k = density * numel selected entries among `workers` ranks.
+  virtual double allgather_s(std::uint64_t numel, int workers, double density) const = 0;
+  /// Throws omgs::Error if this model cannot predict for `workers` ranks.
+  virtual void check_workers(int workers) const = 0;
+  /// One line describing the model (shown by omgs-plan and the runtime's report).
+  virtual std::string describe() const = 0;
+  /// Whether the model predicts a dense allreduce among `workers` ranks. Models that do not
+  /// (the default) never get dense groups from the planners: all-sparse plans, as before.
+  virtual bool knows_allreduce(int /*workers*/) const { return false; }
+  /// Seconds to allreduce (sum) the numel floats of a dense group among `workers` ranks.
+  /// The default throws omgs::Error: the model does not know this cost.
+  virtual double allreduce_s(std::uint64_t numel, int workers) const;
+  /// This model as an AlphaBetaModel (its coefficients; it can be saved as JSON), or
+  /// nullptr (the default) for a model of another family.
+  virtual const AlphaBetaModel* as_alpha_beta() const noexcept { return nullptr; }
+};
+
+/// The constants of the original OMGS-SGD code (a 16-GPU cluster), so that plans reproduce
+/// the published ones:
+///   topk_s(x)           = 0 if x == 0 else 2.18896957e-10 * x * log2(x)
+///   allgather_s(x,P,d)  = 0 if x == 0 else (a + b * size) * 2,  size = x * P * 4 * d bytes,
+/// with (a, b) from a table for P in {2, 4, 8, 16}, small (size < 1 MiB) or large messages.
+/// Any other P is an error: the model only knows that cluster.
+class OMGS_EXPORT ReferenceModel final : public PerfModel {
+ public:
+  double topk_s(std::uint64_t numel) const override;
+  double allgather_s(std::uint64_t numel, int workers, double density) const override;
+  void check_workers(int workers) const override;
+  std::string describe() const override;
+};
+
+/// How an AlphaBetaModel's top-k time grows with n.
+enum class TopkForm {
+  linear,  ///< c0 + c1 * n
+  nlogn,   ///< c0 + c1 * n * log2(n)
+};
+
+/// Latency / inverse bandwidth of one allgather for a given number of workers.
+struct AlphaBeta {
+  double alpha_s = 0.0;          ///< start-up latency, seconds
+  double beta_s_per_byte = 0.0;  ///< seconds per byte received
+};
+
+/// A collective's cost as a formula of P (for any number of workers), used where the
+/// per-P table has no entry:
+///   t(P, n) = alpha_s + alpha_log2p_s * log2(P) + alpha_p_s * (P - 1)
+///             + beta_s_per_byte * wire_bytes(P, n),
+/// where wire_bytes is what each rank moves in the textbook algorithms: for the allgather
+/// (ring / Bruck) the (P - 1) * k * 8 bytes received from the other ranks, for the allreduce
+/// (ring / Rabenseifner: reduce-scatter then allgather) 2 * (P - 1) / P * 4 * n bytes.
+struct CollectiveFormula {
+  double alpha_s = 0.0;
+  double alpha_log2p_s = 0.0;
+  double alpha_p_s = 0.0;
+  double beta_s_per_byte = 0.0;
+};
+
+/// One collective's costs: a per-P alpha-beta table (exact P only) and an optional formula
+/// for every other P. Table bytes: the allgather's P * k * 8 received bytes, the allreduce's
+/// 4 * n gradient bytes.
+struct CollectiveCosts {
+  std::map<int, AlphaBeta> table;
+  bool has_formula = false;
+  CollectiveFormula formula;
+  bool knows(int workers) const { return has_formula || table.count(workers) != 0; }
+};
+
+/// A calibratable model: top-k time c0 + c1 * f(n) and allgather time alpha + beta * bytes,
+/// where bytes = P * k * 8 is what each rank really receives (k (uint32 index, float value)
+/// pairs from each of P ranks). Saved and loaded as a small JSON document:
+///   {"type": "alpha_beta",
+///    "topk": {"form": "linear" | "nlogn", "c0_s": 0.0, "c1_s": 1e-9},
+///    "allgather": [{"workers": 4, "alpha_s": 1e-5, "beta_s_per_byte": 1e-10}, ...]}
+class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
+ public:
+  AlphaBetaModel(TopkForm form, double c0_s, double c1_s, std::map<int, AlphaBeta> allgather);
+  /// The general form: allgather and (optionally: empty costs) allreduce, each a per-P
+  /// table and/or a formula of P. JSON members "allgather" (may be [] with a formula),
+  /// "allgather_formula", "allreduce" and "allreduce_formula" (docs/planner.md).
+  AlphaBetaModel(TopkForm form, double c0_s, double c1_s, CollectiveCosts allgather,
+                 CollectiveCosts allreduce);
+
+  /// Parses the JSON form; `source` names the document in error messages.
+  static AlphaBetaModel from_json(std::string_view text, const std::string& source = "<json>");
+  static AlphaBetaModel load(const std::string& path);
+  std::string to_json() const;
+  void save(const std::string& path) const;
+
+  /// Bytes each rank receives in the allgather of a group of numel elements.
+  static double bytes_received(std::uint64_t numel, int workers, double density);
+
+  double topk_s(std::uint64_t numel) const override;
+  double allgather_s(std::uint64_t numel, int workers, double density) const override;
+  void check_workers(int workers) const override;
+  std::string describe() const override;
+  bool knows_allreduce(int workers) const override { return allreduce_.knows(workers); }
+  double allreduce_s(std::uint64_t numel, int workers) const override;
+  const AlphaBetaModel* as_alpha_beta() const noexcept override { return this; }
+
+  const CollectiveCosts& allgather_costs() const { return allgather_costs_; }
+  const CollectiveCosts& allreduce_costs() const { return allreduce_; }
+
+  TopkForm topk_form() const { return form_; }
+  double topk_c0_s() const { return c0_s_; }
+  double topk_c1_s() const { return c1_s_; }
+  const std::map<int, AlphaBeta>& allgather_table() const { return allgather_; }
+
+ private:
+  TopkForm form_;
+  double c0_s_;
+  double c1_s_;
+  std::map<int, AlphaBeta> allgather_;  // = allgather_costs_.table
+  CollectiveCosts allgather_costs_;
+  CollectiveCosts allreduce_;
+};
+
+/// "reference" gives a ReferenceModel; anything else is read as an AlphaBetaModel JSON file.
+OMGS_EXPORT std::unique_ptr<PerfModel> make_perf_model(const std::string& spec);
+
+}  // namespace omgs
