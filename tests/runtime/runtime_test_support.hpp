@@ -1,6 +1,8 @@
 // Helpers shared by the runtime tests.
 #pragma once
 
+#include "mpi_world.hpp"
+
 #include <mpi.h>
 
 #include <chrono>
@@ -14,18 +16,6 @@
 #include <omgs/runtime.hpp>
 
 namespace omgs_test {
-
-inline int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-inline int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 inline std::vector<float> to_host(const omgs::ConstGradientView& v) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);

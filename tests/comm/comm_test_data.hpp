@@ -1,0 +1,92 @@
+// Test data of the ProgressEngine tests (test_comm.cpp, test_comm_setup.cpp): per-group
+// send/receive storage, the pairs every rank sends (a function of rank, group, iteration,
+// entry) and the check of what arrived.
+#pragma once
+
+#include <omgs/comm.hpp>
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "mpi_world.hpp"
+
+namespace omgs_test_comm {
+
+using omgs::GroupBuffers;
+using omgs::ProgressEngine;
+using omgs::ProgressOptions;
+using omgs::SparsePair;
+using omgs::SubmitStatus;
+using omgs::WaitStatus;
+
+using omgs_test::world_rank;
+using omgs_test::world_size;
+
+/// Send/receive storage for a set of groups.
+struct Buffers {
+  std::vector<std::vector<SparsePair>> send, recv;
+  std::vector<GroupBuffers> groups;
+  Buffers(const std::vector<std::size_t>& ks, int P) {
+    for (std::size_t k : ks) {
+      send.emplace_back(k);
+      recv.emplace_back(k * static_cast<std::size_t>(P));
+    }
+    for (std::size_t g = 0; g < ks.size(); ++g) {
+      groups.push_back({send[g].data(), recv[g].data(), ks[g]});
+    }
+  }
+};
+
+inline std::uint32_t index_of(int rank, int g, int iter, std::size_t i) {
+  return static_cast<std::uint32_t>(rank * 1000003 + g * 7919 + iter * 31 + static_cast<int>(i));
+}
+inline float value_of(int rank, int g, int iter, std::size_t i) {
+  return static_cast<float>(rank) + 0.25f * static_cast<float>(g) +
+         0.001f * static_cast<float>(iter % 100) + 1e-6f * static_cast<float>(i % 1000);
+}
+
+inline void fill(Buffers& b, int g, int iter, std::size_t count) {
+  const int r = world_rank();
+  for (std::size_t i = 0; i < count; ++i) {
+    b.send[static_cast<std::size_t>(g)][i] = {index_of(r, g, iter, i), value_of(r, g, iter, i)};
+  }
+}
+
+/// Number of wrong pairs in group g's receive buffer (fixed or variable counts).
+inline long check(const Buffers& b, const ProgressEngine& e, int g, int iter,
+                  const std::vector<std::size_t>& counts_by_rank) {
+  long bad = 0;
+  const int* counts = e.recv_counts(g);
+  const int* displs = e.recv_displs(g);
+  std::size_t total = 0;
+  for (int r = 0; r < world_size(); ++r) {
+    const auto c = counts_by_rank[static_cast<std::size_t>(r)];
+    if (counts[r] != static_cast<int>(c) || displs[r] != static_cast<int>(total)) ++bad;
+    for (std::size_t i = 0; i < c; ++i) {
+      const SparsePair& p = b.recv[static_cast<std::size_t>(g)][total + i];
+      if (p.index != index_of(r, g, iter, i) || p.value != value_of(r, g, iter, i)) ++bad;
+    }
+    total += c;
+  }
+  if (e.recv_total(g) != total) ++bad;
+  return bad;
+}
+
+inline std::vector<std::size_t> fixed_counts(std::size_t k) {
+  return std::vector<std::size_t>(static_cast<std::size_t>(world_size()), k);
+}
+
+inline ProgressOptions quiet_options() {
+  ProgressOptions o;
+  o.read_environment = false;
+  o.wait_timeout_s = 60;
+  o.shutdown_timeout_s = 30;
+  return o;
+}
+
+inline const std::vector<std::size_t> kKs = {1, 3, 17, 0, 100, 1000, 5, 4096, 2, 64, 333, 8};
+
+}  // namespace omgs_test_comm
