@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 namespace omgs_examples {
 
@@ -108,40 +109,82 @@ DenseExchange::DenseExchange(MPI_Comm comm, const std::vector<std::uint64_t>& nu
 }
 
 DenseIteration DenseExchange::iterate(const Produce& produce) {
-  const std::size_t L = offset_.size() - 1;
-  std::vector<MPI_Request> req(buckets_.size(), MPI_REQUEST_NULL);
-  std::vector<int> indices(buckets_.size());
-  float* host = variant_.in_place ? recv_.data() : send_.data();
   barrier_or_abort(comm_, "the dense baseline's barrier");
-  const double t0 = now_s();
-  for (std::size_t l = L; l-- > 0;) {
-    const auto range = std::make_pair(offset_[l], offset_[l + 1]);
-    produce(l, Kokkos::subview(grad_, range));
-    // MPI works on host memory here (no assumption of GPU-aware MPI).
-    Kokkos::deep_copy(HostFloats(host + offset_[l], offset_[l + 1] - offset_[l]),
-                      Kokkos::subview(grad_, range));
-    const int b = bucket_of_begin_[l];
-    if (b >= 0) {
-      const Bucket& k = buckets_[static_cast<std::size_t>(b)];
-      const std::size_t at = offset_[k.begin];
-      const int count = static_cast<int>(offset_[k.end] - at);
-      MPI_Iallreduce(variant_.in_place ? MPI_IN_PLACE : send_.data() + at, recv_.data() + at, count,
-                     MPI_FLOAT, MPI_SUM, comm_, &req[static_cast<std::size_t>(b)]);
-    }
-    // Give MPI a chance to progress the collectives already posted. (MPI_Testsome: MPICH
-    // 4.0's MPI_Testall asserts on a mix of collective and null requests.)
-    int done = 0;
-    MPI_Testsome(static_cast<int>(req.size()), req.data(), &done, indices.data(),
-                 MPI_STATUSES_IGNORE);
+  begin();
+  for (std::size_t l = offset_.size() - 1; l-- > 0;) {
+    produce(l, gradient(l));
+    ready(l);
   }
+  return finish();
+}
+
+void DenseExchange::begin() {
+  if (active_) throw omgs::Error("dense baseline: begin() twice without finish()");
+  active_ = true;
+  req_.assign(buckets_.size(), MPI_REQUEST_NULL);
+  indices_.resize(buckets_.size());
+  next_ = offset_.size() - 1;
+  t0_ = now_s();
+}
+
+omgs::GradientView DenseExchange::gradient(std::size_t l) const {
+  if (l + 1 >= offset_.size())
+    throw omgs::Error("dense baseline: layer " + std::to_string(l) + " out of range");
+  return Kokkos::subview(grad_, std::make_pair(offset_[l], offset_[l + 1]));
+}
+
+void DenseExchange::ready(std::size_t l) {
+  if (!active_ || next_ == 0 || l != next_ - 1)
+    throw omgs::Error("dense baseline: layer " + std::to_string(l) +
+                      " is ready out of order (layers come from the last to the first, once "
+                      "an iteration, between begin() and finish())");
+  next_ = l;
+  omgs::ExecSpace().fence();  // the gradient's kernels are done
+  // MPI works on host memory here (no assumption of GPU-aware MPI).
+  float* host = variant_.in_place ? recv_.data() : send_.data();
+  Kokkos::deep_copy(HostFloats(host + offset_[l], offset_[l + 1] - offset_[l]), gradient(l));
+  const int b = bucket_of_begin_[l];
+  if (b >= 0) {
+    const Bucket& k = buckets_[static_cast<std::size_t>(b)];
+    const std::size_t at = offset_[k.begin];
+    const int count = static_cast<int>(offset_[k.end] - at);
+    MPI_Iallreduce(variant_.in_place ? MPI_IN_PLACE : send_.data() + at, recv_.data() + at, count,
+                   MPI_FLOAT, MPI_SUM, comm_, &req_[static_cast<std::size_t>(b)]);
+  }
+  // Give MPI a chance to progress the collectives already posted. (MPI_Testsome: MPICH
+  // 4.0's MPI_Testall asserts on a mix of collective and null requests.)
+  int done = 0;
+  MPI_Testsome(static_cast<int>(req_.size()), req_.data(), &done, indices_.data(),
+               MPI_STATUSES_IGNORE);
+}
+
+DenseIteration DenseExchange::finish() {
+  if (!active_ || next_ != 0)
+    throw omgs::Error(active_ ? "dense baseline: finish() before layer " +
+                                    std::to_string(next_ - 1) + " was ready"
+                              : std::string("dense baseline: finish() without begin()"));
+  active_ = false;
   const double t1 = now_s();
-  wait_or_abort(static_cast<int>(req.size()), req.data(), comm_,
+  wait_or_abort(static_cast<int>(req_.size()), req_.data(), comm_,
                 "the dense baseline's MPI_Iallreduce");
   const float inv = 1.0f / static_cast<float>(size_);
   for (float& x : recv_) x *= inv;
   Kokkos::deep_copy(grad_, HostFloats(recv_.data(), recv_.size()));
   const double t2 = now_s();
-  return {t2 - t0, t2 - t1};
+  return {t2 - t0_, t2 - t1};
+}
+
+DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
+                                  double bucket_mb, int trials) {
+  std::vector<Bucket> buckets = make_buckets(numel, bucket_mb * 1e6);
+  std::uint64_t biggest = 0;  // elements of the largest bucket: what the variant is timed on
+  for (const Bucket& b : buckets) {
+    std::uint64_t n = 0;
+    for (std::size_t l = b.begin; l < b.end; ++l) n += numel[l];
+    biggest = std::max(biggest, n);
+  }
+  const AllreduceVariant variant = choose_allreduce(comm, biggest, trials);
+  return DenseExchange(comm, numel, std::move(buckets), variant);
 }
 
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {

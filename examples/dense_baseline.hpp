@@ -29,8 +29,9 @@ struct Bucket {
   std::size_t begin = 0, end = 0;
 };
 
-/// Buckets of at most bucket_bytes (a layer larger than that is a bucket of its own),
-/// filled from the last layer to the first; returned in that (backward) order.
+/// Buckets of bucket_bytes, filled from the last layer to the first, each closed by the
+/// layer that makes it reach bucket_bytes (as DDP: a layer larger than that ends the bucket
+/// it joins, alone only if that was empty); returned in backward order.
 /// bucket_bytes == 0: one bucket per layer. Throws omgs::Error on an empty layer list.
 std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double bucket_bytes);
 
@@ -57,7 +58,9 @@ struct DenseIteration {
   double wait_s = 0;       ///< after the last layer's backward: communication not hidden
 };
 
-/// A dense data-parallel gradient exchange over a flat device buffer of all layers.
+/// A dense data-parallel gradient exchange over a flat device buffer of all layers. Either
+/// iterate(produce), or per iteration: begin(), write each layer's gradient into
+/// gradient(l) and call ready(l) from the last layer to the first, then finish().
 class DenseExchange {
  public:
   /// Writes layer l's gradient into the given slot of the flat device buffer.
@@ -65,12 +68,29 @@ class DenseExchange {
 
   DenseExchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel, std::vector<Bucket> buckets,
                 AllreduceVariant variant);
-  /// Runs the backward pass from the last layer to the first, allreducing each bucket as
-  /// soon as its last (lowest) layer is produced, then averages over ranks.
+  /// A barrier, then begin(), produce(l, gradient(l)) and ready(l) for every layer from the
+  /// last to the first, then finish().
   DenseIteration iterate(const Produce& produce);
+  /// Starts an iteration (its clock; no communication). Throws omgs::Error if the last one
+  /// was not finished.
+  void begin();
+  /// Layer l's gradient is in gradient(l) (fences the execution space first): copied to
+  /// host memory, and its bucket is MPI_Iallreduce'd if l is the bucket's lowest layer.
+  /// Layers must come from the last to the first, after begin(); throws omgs::Error
+  /// otherwise.
+  void ready(std::size_t l);
+  /// Waits for every bucket's allreduce (bounded: job_bound, else the job is aborted),
+  /// averages over ranks into flat() and returns this rank's timings since begin().
+  /// Throws omgs::Error without begin() or if not every layer was ready.
+  DenseIteration finish();
+  /// Layer l's slot of the flat device buffer (forward order).
+  omgs::GradientView gradient(std::size_t l) const;
+  /// The flat device buffer; after finish(), the averaged gradient of all layers.
+  const omgs::GradientView& flat() const { return grad_; }
   /// The averaged gradient of the last iteration (host memory, all layers, forward order).
   const std::vector<float>& averaged() const { return recv_; }
   std::size_t num_buckets() const { return buckets_.size(); }
+  const AllreduceVariant& variant() const { return variant_; }
 
  private:
   MPI_Comm comm_;
@@ -81,7 +101,18 @@ class DenseExchange {
   AllreduceVariant variant_;
   omgs::GradientView grad_;
   std::vector<float> send_, recv_;
+  std::vector<MPI_Request> req_;
+  std::vector<int> indices_;
+  std::size_t next_ = 0;  ///< layers not yet ready this iteration are [0, next_)
+  bool active_ = false;   ///< between begin() and finish()
+  double t0_ = 0;
 };
+
+/// Buckets of bucket_mb MB of floats (0: one per layer, make_buckets), the allreduce
+/// variant chosen on the largest of them (choose_allreduce, `trials` each) and the exchange
+/// over them. Collective.
+DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
+                                  double bucket_mb, int trials = 3);
 
 /// Largest |a - b| / max(1, |a|) over the two vectors; +inf if their lengths differ.
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b);

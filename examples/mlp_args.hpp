@@ -18,6 +18,7 @@ struct Args {
   double lr = 0.1;
   double noise = 2.0;  // samples = centre + N(0, noise^2) per coordinate
   double tolerance_pct = 5.0;
+  double bucket_mb = 25.0;  // dense-bucket's bucket size, MB of floats
   std::uint32_t seed = 42;
   bool quiet = false;
 };

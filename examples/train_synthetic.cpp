@@ -181,21 +181,12 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                  std::vector<float>& averaged) {
   std::vector<std::uint64_t> numel;
   for (const omgs::LayerSpec& l : layers) numel.push_back(l.numel);
-  const std::vector<omgs_examples::Bucket> buckets =
-      omgs_examples::make_buckets(numel, bucket_mb * 1e6);
-  std::uint64_t biggest = 0;  // elements of the largest bucket: what the variant is timed on
-  for (const omgs_examples::Bucket& b : buckets) {
-    std::uint64_t n = 0;
-    for (std::size_t l = b.begin; l < b.end; ++l) n += numel[l];
-    biggest = std::max(biggest, n);
-  }
-  const omgs_examples::AllreduceVariant variant =
-      omgs_examples::choose_allreduce(MPI_COMM_WORLD, biggest, 3);
-  omgs_examples::DenseExchange ex(MPI_COMM_WORLD, numel, buckets, variant);
+  omgs_examples::DenseExchange ex =
+      omgs_examples::make_dense_exchange(MPI_COMM_WORLD, numel, bucket_mb);
   Result r;
   r.method = bucket_mb > 0 ? "dense-bucket" : "dense-layer";
-  r.groups = buckets.size();
-  r.note = variant.describe();
+  r.groups = ex.num_buckets();
+  r.note = ex.variant().describe();
   if (bucket_mb > 0) r.note += ", " + bytes_text(bucket_mb * 1e6) + " buckets";
   for (int it = 0; it < args.warmup + args.iterations; ++it) {
     const omgs_examples::DenseIteration d =

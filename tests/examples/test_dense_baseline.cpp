@@ -1,0 +1,176 @@
+// The examples' dense baselines (examples/dense_baseline.hpp): buckets filled in backward
+// order, the allreduce variant every rank agrees on, and DenseExchange's average, whether
+// driven by iterate() or by begin() / ready() / finish() as omgs-train-mlp's backward does.
+#include <mpi.h>
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "dense_baseline.hpp"
+#include "omgs_catch.hpp"
+
+using omgs_examples::Bucket;
+using omgs_examples::DenseExchange;
+
+namespace {
+
+/// This rank and the number of ranks of MPI_COMM_WORLD.
+struct World {
+  int rank = 0, size = 1;
+  World() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+};
+
+/// Rank r's gradient of layer l, element i.
+float value(int r, std::size_t l, std::size_t i) {
+  return static_cast<float>(r + 1) * static_cast<float>(l + 1) + 0.25f * static_cast<float>(i);
+}
+
+/// Its mean over `size` ranks.
+float mean_value(int size, std::size_t l, std::size_t i) {
+  double s = 0;
+  for (int r = 0; r < size; ++r) s += value(r, l, i);
+  return static_cast<float>(s / size);
+}
+
+void write(const omgs::GradientView& slot, int r, std::size_t l) {
+  auto h = Kokkos::create_mirror_view(slot);
+  for (std::size_t i = 0; i < h.extent(0); ++i) h(i) = value(r, l, i);
+  Kokkos::deep_copy(slot, h);
+}
+
+/// The flat buffer against the mean, layer by layer.
+void check_mean(const DenseExchange& ex, const std::vector<std::uint64_t>& numel) {
+  auto h = Kokkos::create_mirror_view(ex.flat());
+  Kokkos::deep_copy(h, ex.flat());
+  std::size_t at = 0;
+  for (std::size_t l = 0; l < numel.size(); ++l)
+    for (std::size_t i = 0; i < numel[l]; ++i, ++at) {
+      REQUIRE(h(at) == Approx(mean_value(World().size, l, i)));
+      REQUIRE(ex.averaged()[at] == h(at));
+    }
+}
+
+const std::vector<std::uint64_t> numel = {10, 20, 30, 40};
+
+}  // namespace
+
+TEST_CASE("make_buckets fills from the last layer, closing a bucket once it is full") {
+  // 200 bytes = 50 floats: 40 + 30 reach it, then 20 + 10 (the first layer closes the last).
+  const std::vector<Bucket> b = omgs_examples::make_buckets(numel, 200.0);
+  REQUIRE(b.size() == 2u);
+  CHECK((b[0].begin == 2 && b[0].end == 4));
+  CHECK((b[1].begin == 0 && b[1].end == 2));
+  const std::vector<Bucket> per_layer = omgs_examples::make_buckets(numel, 0.0);
+  REQUIRE(per_layer.size() == 4u);
+  for (std::size_t k = 0; k < 4; ++k)
+    CHECK((per_layer[k].begin == 3 - k && per_layer[k].end == 4 - k));
+  const std::vector<Bucket> one = omgs_examples::make_buckets(numel, 1e9);
+  REQUIRE(one.size() == 1u);
+  CHECK((one[0].begin == 0 && one[0].end == 4));
+  // A layer over the size closes the bucket it joins: alone only when the bucket was empty.
+  const std::vector<Bucket> big = omgs_examples::make_buckets({1000, 1, 1000}, 8.0);
+  REQUIRE(big.size() == 2u);
+  CHECK((big[0].begin == 2 && big[0].end == 3));
+  CHECK((big[1].begin == 0 && big[1].end == 2));
+  CHECK_THROWS_AS(omgs_examples::make_buckets({}, 100.0), omgs::Error);
+}
+
+TEST_CASE("choose_allreduce: every rank makes the same choice") {
+  double in_place = -1, separate = -1;
+  const omgs_examples::AllreduceVariant v =
+      omgs_examples::choose_allreduce(MPI_COMM_WORLD, 1000, 2, &in_place, &separate);
+  CHECK(in_place >= 0);
+  CHECK(separate >= 0);
+  CHECK(v.in_place == (in_place <= separate));
+  int mine = v.in_place ? 1 : 0, lo = 0, hi = 0;
+  MPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi);
+  CHECK_THAT(v.describe(), Catch::Contains(v.in_place ? "MPI_Iallreduce in-place"
+                                                      : "MPI_Iallreduce separate-buf"));
+}
+
+TEST_CASE("describe_allreduce_setting names the environment's algorithm") {
+  const char* old = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  const std::string saved = old ? old : "";
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 1);
+  CHECK(omgs_examples::describe_allreduce_setting() == "libnbc alg 1=ring");
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "7", 1);
+  CHECK(omgs_examples::describe_allreduce_setting() == "libnbc alg 7");
+  unsetenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  if (!std::getenv("MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM"))
+    CHECK(omgs_examples::describe_allreduce_setting() == "MPI's auto");
+  if (old) setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", saved.c_str(), 1);
+}
+
+TEST_CASE("DenseExchange averages over ranks, driven either way") {
+  const int r = World().rank;
+  for (const double bucket_mb : {0.0, 0.0002, 1.0}) {  // per layer, 200 B (2 buckets), one
+    for (const bool in_place : {true, false}) {
+      INFO("bucket_mb " << bucket_mb << ", in place " << in_place);
+      DenseExchange ex(MPI_COMM_WORLD, numel, omgs_examples::make_buckets(numel, bucket_mb * 1e6),
+                       omgs_examples::AllreduceVariant{in_place});
+      CHECK(ex.num_buckets() == (bucket_mb == 0.0 ? 4u : bucket_mb < 1 ? 2u : 1u));
+      CHECK(ex.variant().in_place == in_place);
+      for (int it = 0; it < 2; ++it) {  // reused across iterations
+        ex.begin();
+        for (std::size_t l = numel.size(); l-- > 0;) {
+          REQUIRE(ex.gradient(l).extent(0) == numel[l]);
+          write(ex.gradient(l), r, l);
+          ex.ready(l);
+        }
+        const omgs_examples::DenseIteration d = ex.finish();
+        CHECK(d.iteration_s >= d.wait_s);
+        CHECK(d.wait_s >= 0);
+        check_mean(ex, numel);
+      }
+      const std::vector<float> by_hand = ex.averaged();
+      ex.iterate([r](std::size_t l, const omgs::GradientView& slot) { write(slot, r, l); });
+      check_mean(ex, numel);
+      CHECK(omgs_examples::max_relative_difference(by_hand, ex.averaged()) == 0.0);
+    }
+  }
+}
+
+TEST_CASE("DenseExchange rejects calls out of order") {
+  DenseExchange ex(MPI_COMM_WORLD, numel, omgs_examples::make_buckets(numel, 0.0),
+                   omgs_examples::AllreduceVariant{});
+  CHECK_THROWS_AS(ex.ready(3), omgs::Error);  // before begin()
+  CHECK_THROWS_AS(ex.finish(), omgs::Error);
+  CHECK_THROWS_AS(ex.gradient(4), omgs::Error);
+  ex.begin();
+  CHECK_THROWS_AS(ex.begin(), omgs::Error);
+  CHECK_THROWS_AS(ex.ready(0), omgs::Error);  // layer 3 first
+  CHECK_THROWS_AS(ex.finish(), omgs::Error);  // not every layer ready
+  for (std::size_t l = numel.size(); l-- > 0;) {
+    write(ex.gradient(l), World().rank, l);
+    ex.ready(l);
+  }
+  CHECK_THROWS_AS(ex.ready(0), omgs::Error);  // twice
+  ex.finish();
+  check_mean(ex, numel);
+}
+
+TEST_CASE("make_dense_exchange: buckets of the given MB, a variant") {
+  const DenseExchange per_layer = omgs_examples::make_dense_exchange(MPI_COMM_WORLD, numel, 0.0, 1);
+  CHECK(per_layer.num_buckets() == 4u);
+  const DenseExchange one = omgs_examples::make_dense_exchange(MPI_COMM_WORLD, numel, 25.0, 1);
+  CHECK(one.num_buckets() == 1u);
+  CHECK(one.flat().extent(0) == 100u);
+}
+
+TEST_CASE("max_relative_difference") {
+  CHECK(omgs_examples::max_relative_difference({1, 2}, {1, 2}) == 0.0);
+  CHECK(omgs_examples::max_relative_difference({4, 0.5f}, {5, 0.25f}) == Approx(0.25));
+  CHECK(std::isinf(omgs_examples::max_relative_difference({1}, {1, 2})));
+  CHECK(std::isinf(
+      omgs_examples::max_relative_difference({1}, {std::numeric_limits<float>::quiet_NaN()})));
+}
