@@ -21,6 +21,8 @@
  *
  * Pointers returned by omgs_gradient / omgs_aggregated / omgs_residual point into the
  * runtime's buffers in Kokkos' default memory space: device memory in a CUDA or HIP build.
+ * A residual pointer is valid until the next omgs_ready of its layer's group (the residual
+ * alternates between two buffers); ask for it again after each iteration.
  */
 #ifndef OMGS_OMGS_H
 #define OMGS_OMGS_H

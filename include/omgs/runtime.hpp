@@ -209,7 +209,9 @@ class OMGS_EXPORT Runtime {
   IterationStats finish() noexcept;
   /// Layer l's averaged sparse gradient of the last finished iteration.
   ConstGradientView aggregated(std::size_t l) const;
-  /// Layer l's error-feedback residual (what this rank has not sent yet).
+  /// Layer l's error-feedback residual (what this rank has not sent yet). The runtime keeps
+  /// each group's residual in one of two buffers and switches at each selection, so the view
+  /// is valid until the next ready() of the layer's group (call residual(l) again then).
   ConstGradientView residual(std::size_t l) const;
 
   /// Optional: marks the start of the backward pass. It makes the measured timeline and

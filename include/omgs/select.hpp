@@ -12,8 +12,10 @@
 //          the k-th key; ONE fused pass counts the non-finite entries and compacts every
 //          entry at or above the bound, in index order, into per-team segments of the
 //          candidate buffer (no global atomics); one team resolves the exact threshold on the
-//          candidates and writes the output; the feedback form then writes the residual in
-//          one fully parallel pass. One host read-back (the per-team counts).
+//          candidates and writes the output; the in-place feedback form then writes the
+//          residual in one fully parallel pass, the out-of-place (one-read) form writes
+//          residual_out = acc in the fused pass and the resolve zeroes the selected entries.
+//          One host read-back (the per-team counts).
 //   radix: full histogram passes (detail/select_radix.hpp), when k is too large for the
 //          candidate buffer, or as the fallback when the bracket missed (too few candidates,
 //          or a segment overflowed, e.g. all values equal).
@@ -43,6 +45,7 @@ enum class TopkStatus : std::uint8_t {
   n_exceeds_capacity,  ///< n > the selector's max_n; nothing written
   output_too_small,    ///< out_index or out_value holds fewer than k entries; nothing written
   shape_mismatch,      ///< grad and residual differ in length; nothing written
+  residual_overlap,    ///< residual_in and residual_out overlap (not the same); nothing written
 };
 
 /// A short English name of the status ("ok", "non-finite input", ...).
@@ -149,7 +152,7 @@ class TopkSelector {
   /// the signed values. Among equal magnitudes the lower index wins.
   TopkResult select(const ConstVector& x, std::size_t k, const IndexVector& out_index,
                     const Vector& out_value) {
-    return run<false>(x, Vector(), k, out_index, out_value);
+    return run<false, false>(x, ConstVector(), Vector(), k, out_index, out_value);
   }
 
   /// Fused error feedback: acc = residual + grad (float add, per element), top k of acc as in
@@ -158,7 +161,29 @@ class TopkSelector {
   TopkResult select_with_feedback(const ConstVector& grad, const Vector& residual, std::size_t k,
                                   const IndexVector& out_index, const Vector& out_value) {
     if (residual.extent(0) != grad.extent(0)) return fail(TopkStatus::shape_mismatch);
-    return run<true>(grad, residual, k, out_index, out_value);
+    return run<true, false>(grad, residual, residual, k, out_index, out_value);
+  }
+
+  /// The one-read form: as above, with the new residual written to a second buffer,
+  /// residual_out = acc with the selected entries set to 0, so that grad and residual_in are
+  /// read once and residual_out written once (docs/select.md). residual_in is never written:
+  /// on a non-ok status it still holds the residual (the caller keeps using it; residual_out
+  /// then holds unspecified values, and the outputs are unchanged); on ok the caller uses
+  /// residual_out from now on (swap the two buffers). residual_out may be residual_in itself
+  /// (then this is the in-place form above); a partial overlap gives residual_overlap.
+  TopkResult select_with_feedback(const ConstVector& grad, const ConstVector& residual_in,
+                                  const Vector& residual_out, std::size_t k,
+                                  const IndexVector& out_index, const Vector& out_value) {
+    const std::size_t n = grad.extent(0);
+    if (residual_in.extent(0) != n || residual_out.extent(0) != n)
+      return fail(TopkStatus::shape_mismatch);
+    if (residual_in.data() == residual_out.data())
+      return run<true, false>(grad, residual_in, residual_out, k, out_index, out_value);
+    const auto in = reinterpret_cast<std::uintptr_t>(residual_in.data());
+    const auto out = reinterpret_cast<std::uintptr_t>(residual_out.data());
+    if (n != 0 && in < out + n * sizeof(float) && out < in + n * sizeof(float))
+      return fail(TopkStatus::residual_overlap);
+    return run<true, true>(grad, residual_in, residual_out, k, out_index, out_value);
   }
 
  private:
@@ -168,9 +193,10 @@ class TopkSelector {
     return r;
   }
 
-  template <bool Feedback>
-  TopkResult run(const ConstVector& a, const Vector& residual, std::size_t k,
-                 const IndexVector& out_index, const Vector& out_value) {
+  /// Store: the out-of-place feedback form (residual_out differs from residual).
+  template <bool Feedback, bool Store>
+  TopkResult run(const ConstVector& a, const ConstVector& residual, const Vector& residual_out,
+                 std::size_t k, const IndexVector& out_index, const Vector& out_value) {
     const std::size_t n = a.extent(0);
     if (n > max_n_) return fail(TopkStatus::n_exceeds_capacity);
     if (k > n) return fail(TopkStatus::k_exceeds_n);
@@ -179,12 +205,12 @@ class TopkSelector {
     TopkResult result;
     if (n == 0) return result;
     Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::select"));
-    const detail::SelectSource<memory_space, Feedback> src{a, residual};
-    const detail::PickOutput<memory_space> out{out_index, out_value, state_, residual};
+    const detail::SelectSource<memory_space, Feedback> src{a, residual, residual_out};
+    const detail::PickOutput<memory_space> out{out_index, out_value, state_, residual_out};
     if (n <= detail::select_small_n) {
       last_path_ = TopkPath::small;
-      result = small<Feedback>(src, k, out);
-    } else if (k != 0 && sampled<Feedback>(src, k, out, result)) {
+      result = small<Feedback, Store>(src, k, out);
+    } else if (k != 0 && sampled<Feedback, Store>(src, k, out, result)) {
       last_path_ = TopkPath::sampled;
     } else {
       last_path_ = k != 0 && sample_tried_ ? TopkPath::radix_fallback : TopkPath::radix;
@@ -194,15 +220,27 @@ class TopkSelector {
     return result;
   }
 
-  /// n <= select_small_n: one team does everything; one launch, one read-back.
-  template <bool Feedback>
+  /// n <= select_small_n: one team does everything; one launch, one read-back. Store: the
+  /// first pass writes acc to residual_out, the later ones read it there, and the pick
+  /// zeroes the selected entries only.
+  template <bool Feedback, bool Store>
   TopkResult small(const detail::SelectSource<memory_space, Feedback>& src, std::size_t k,
                    const detail::PickOutput<memory_space>& out) {
-    using List = detail::DirectList<memory_space, Feedback>;
-    detail::SelectOneTeam<ExecSpace, List, Feedback, detail::OneTeamMode::small> f{
-        List{src, static_cast<std::int64_t>(src.a.extent(0))}, static_cast<std::uint32_t>(k), out,
-        nonfinite_, cand_value_};
-    one_team(f);
+    using detail::PickResidual;
+    const std::int64_t n = static_cast<std::int64_t>(src.a.extent(0));
+    const auto need = static_cast<std::uint32_t>(k);
+    if constexpr (Store) {
+      using List = detail::AccList<memory_space>;
+      const detail::SelectSource<memory_space, true> acc{src.a, src.residual, src.out};
+      one_team(detail::SelectOneTeam<ExecSpace, List, PickResidual::selected,
+                                     detail::OneTeamMode::small>{List{acc, n}, need, out,
+                                                                 nonfinite_, cand_value_});
+    } else {
+      using List = detail::DirectList<memory_space, Feedback>;
+      constexpr PickResidual w = Feedback ? PickResidual::all : PickResidual::none;
+      one_team(detail::SelectOneTeam<ExecSpace, List, w, detail::OneTeamMode::small>{
+          List{src, n}, need, out, nonfinite_, cand_value_});
+    }
     Kokkos::deep_copy(exec_, nonfinite_host_, nonfinite_);
     detail::fence(exec_);
     TopkResult result;
@@ -227,7 +265,7 @@ class TopkSelector {
   /// The sampled path (docs/select.md). Returns false, having written nothing, when it does
   /// not apply or its bracket missed (then the radix path runs); true when it finished
   /// (result: ok, or nonfinite_input with nothing written).
-  template <bool Feedback>
+  template <bool Feedback, bool Store>
   bool sampled(const detail::SelectSource<memory_space, Feedback>& src, std::size_t k,
                const detail::PickOutput<memory_space>& out, TopkResult& result) {
     sample_tried_ = false;
@@ -245,7 +283,8 @@ class TopkSelector {
     if (expect > 0.5 * static_cast<double>(cap_) && forced_rank_ <= 0) return false;
     sample_tried_ = true;
     using Sample = detail::SampleList<memory_space, Feedback>;
-    one_team(detail::SelectOneTeam<ExecSpace, Sample, Feedback, detail::OneTeamMode::sample>{
+    one_team(detail::SelectOneTeam<ExecSpace, Sample, detail::PickResidual::none,
+                                   detail::OneTeamMode::sample>{
         Sample{src, s, stride}, static_cast<std::uint32_t>(rank), out, nonfinite_, cand_value_});
     // The fused pass: teams of at least select_team_chunk_min entries, each with an equal
     // segment of the candidate buffer.
@@ -254,8 +293,8 @@ class TopkSelector {
     const std::int64_t chunk = (n + league - 1) / league;
     league = (n + chunk - 1) / chunk;
     const std::int64_t seg = static_cast<std::int64_t>(cap_) / league;
-    detail::SelectBracketPass<ExecSpace, Feedback> pass{src,         state_, counts_, cand_index_,
-                                                        cand_value_, n,      chunk,   seg};
+    detail::SelectBracketPass<ExecSpace, Feedback, Store> pass{
+        src, state_, counts_, cand_index_, cand_value_, n, chunk, seg};
     Kokkos::parallel_for(
         OMGS_LABEL("omgs::select::bracket"),
         Kokkos::TeamPolicy<ExecSpace>(exec_, static_cast<int>(league), Kokkos::AUTO), pass);
@@ -276,14 +315,16 @@ class TopkSelector {
     }
     if (overflow || m < k) return false;  // the bracket missed: radix path
     using Cand = detail::CandidateList<memory_space>;
-    one_team(detail::SelectOneTeam<ExecSpace, Cand, Feedback, detail::OneTeamMode::resolve>{
+    // Store: the bracket pass wrote residual_out = acc; the resolve zeroes the selected.
+    constexpr auto w = Store ? detail::PickResidual::selected : detail::PickResidual::none;
+    one_team(detail::SelectOneTeam<ExecSpace, Cand, w, detail::OneTeamMode::resolve>{
         Cand{counts_, cand_index_, cand_value_, static_cast<int>(league), seg},
         static_cast<std::uint32_t>(k), out, nonfinite_, Vector()});
-    if (Feedback) {
+    if (Feedback && !Store) {
       Kokkos::parallel_for(
           OMGS_LABEL("omgs::select::residual"),
           Kokkos::TeamPolicy<ExecSpace>(exec_, static_cast<int>(league), Kokkos::AUTO),
-          detail::SelectResidualPass<ExecSpace>{src.a, src.residual, state_, n, chunk});
+          detail::SelectResidualPass<ExecSpace>{src.a, src.out, state_, n, chunk});
     }
     result.selected = k;
     return true;

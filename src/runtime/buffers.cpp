@@ -28,8 +28,9 @@ void RuntimeImpl::check_sizes() const {
     pairs += selected_count(gr.numel, options.density) * (1 + static_cast<std::uint64_t>(size));
     max_n = std::max<std::uint64_t>(max_n, gr.numel);
   }
-  // gradient + residual + aggregated, the pairs, the selector's candidate buffers.
-  const double bytes = 12.0 * static_cast<double>(total) + 8.0 * static_cast<double>(pairs) +
+  // gradient + residual (two buffers) + aggregated, the pairs, the selector's candidate
+  // buffers.
+  const double bytes = 16.0 * static_cast<double>(total) + 8.0 * static_cast<double>(pairs) +
                        16.0 * static_cast<double>(std::max<std::uint64_t>(max_n / 8, 16384));
   if (std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -53,10 +54,11 @@ void RuntimeImpl::allocate_layers() {
   try {
     grad = GradientView("omgs::gradient", total);
     resid = GradientView("omgs::residual", total);
+    resid_alt = GradientView("omgs::residual_alt", total);
     agg = GradientView("omgs::aggregated", total);
   } catch (const std::exception& e) {
-    throw Error("omgs: allocating the gradient, residual and aggregated buffers (3 x " +
-                std::to_string(total) + " floats = " + std::to_string(3 * total * 4) +
+    throw Error("omgs: allocating the gradient, residual (2) and aggregated buffers (4 x " +
+                std::to_string(total) + " floats = " + std::to_string(4 * total * 4) +
                 " bytes) failed: " + e.what());
   }
   is_ready.assign(L, 0);
@@ -69,6 +71,7 @@ void RuntimeImpl::allocate_layers() {
 /// Everything that depends on the plan: per-group offsets, send / receive pairs, the
 /// selector. Called at construction and once more after profiling.
 void RuntimeImpl::allocate_groups() {
+  gather_residual();  // before the old plan's group ranges are dropped
   const std::size_t G = plan.groups.size();
   group_offset.clear();
   group_numel.clear();
@@ -111,6 +114,7 @@ void RuntimeImpl::allocate_groups() {
   }
   failed_here.assign(G, 0);
   group_done.assign(G, 0);
+  resid_swapped.assign(G, 0);
   topk_start_s.assign(G, nan_s);
   topk_end_s.assign(G, nan_s);
   agg_start_s.assign(G, nan_s);
@@ -161,6 +165,21 @@ GradientView RuntimeImpl::layer_slice(const GradientView& flat, std::size_t l,
   return Kokkos::subview(flat, std::make_pair(layer_offset[l], layer_offset[l + 1]));
 }
 
+/// Moves every group's residual that lives in resid_alt back to resid (a new plan groups
+/// the layers differently; each new group's residual must be in one buffer). Only when the
+/// plan changes; allocates nothing.
+void RuntimeImpl::gather_residual() {
+  bool copied = false;
+  for (std::size_t g = 0; g < resid_swapped.size(); ++g) {
+    if (!resid_swapped[g]) continue;
+    Kokkos::deep_copy(exec(), Kokkos::subview(resid, group_range(g)),
+                      Kokkos::subview(resid_alt, group_range(g)));
+    resid_swapped[g] = 0;
+    copied = true;
+  }
+  if (copied) detail::fence(exec());
+}
+
 /// Every group waits for all of its layers again.
 void RuntimeImpl::reset_remaining() {
   remaining.resize(plan.groups.size());
@@ -189,7 +208,7 @@ void RuntimeImpl::skip_group(std::size_t g) {
 
 void RuntimeImpl::restore_own_selection(std::size_t g) {
   if (failed_here[g]) return;  // select left this rank's residual untouched
-  kernels::add_back(exec(), send, send_offset[g], group_k[g], resid, group_offset[g]);
+  kernels::add_back(exec(), send, send_offset[g], group_k[g], resid_of(g), group_offset[g]);
 }
 
 }  // namespace omgs::detail

@@ -39,7 +39,7 @@ void RuntimeImpl::complete_dense(std::size_t g, WaitStatus w) {
   // Not applied: the aggregated slot is zero and a finite gradient of this rank goes to its
   // residual, so no gradient mass is lost.
   const int own_bad = kernels::count_nonfinite(exec(), grad, off, n, bad_blocks, bad_blocks_host);
-  if (own_bad == 0) kernels::add_into(exec(), resid, grad, off, n);
+  if (own_bad == 0) kernels::add_into(exec(), resid_of(g), grad, off, n);
   st.nonfinite += static_cast<std::uint64_t>(own_bad);
   fill_zero(exec(), Kokkos::subview(agg, group_range(g)));
   if (st.status != Status::ok) return;

@@ -90,10 +90,13 @@ void RuntimeImpl::sparsify(std::size_t g) {
   const double t0 = now_s();
   topk_start_s[g] = t0;
   const auto range = group_range(g);
-  const TopkResult r =
-      selector->select_with_feedback(Kokkos::subview(grad, range), Kokkos::subview(resid, range),
-                                     group_k[g], sel_index, sel_value);
+  // The one-read form: the new residual goes to the group's other buffer, which becomes
+  // current on success; on failure the current one is untouched and stays current.
+  const TopkResult r = selector->select_with_feedback(
+      Kokkos::subview(grad, range), Kokkos::subview(resid_of(g), range),
+      Kokkos::subview(resid_next(g), range), group_k[g], sel_index, sel_value);
   const bool failed = !r.ok();
+  if (!failed) resid_swapped[g] ^= 1;
   if (failed) {
     failed_here[g] = 1;
     current.nonfinite += r.nonfinite;
@@ -279,7 +282,9 @@ ConstGradientView Runtime::aggregated(std::size_t l) const {
 }
 
 ConstGradientView Runtime::residual(std::size_t l) const {
-  return impl_->layer_slice(impl_->resid, l, "residual");
+  const auto& s = *impl_;
+  if (l >= s.layers.size()) return s.layer_slice(s.resid, l, "residual");  // throws
+  return s.layer_slice(s.resid_of(s.plan.group_of_layer[l]), l, "residual");
 }
 
 void Runtime::begin_backward() noexcept {

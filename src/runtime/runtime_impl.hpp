@@ -43,7 +43,11 @@ struct BufferState {
   Plan plan;
   std::vector<std::size_t> layer_offset;
   std::vector<std::size_t> group_offset, group_numel, group_k, send_offset, recv_offset;
-  GradientView grad, resid, agg;
+  // The residual lives in two buffers (allocated once): group g's current residual is in
+  // resid_alt where resid_swapped[g] is 1, in resid otherwise. select_with_feedback reads
+  // the current one and writes the other, which becomes current when it succeeds.
+  GradientView grad, resid, resid_alt, agg;
+  std::vector<char> resid_swapped;
   Kokkos::View<std::uint32_t*, DeviceMemory> sel_index;
   Kokkos::View<float*, DeviceMemory> sel_value;
   PairView send, recv;
@@ -178,6 +182,12 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   void reset_remaining();
   std::string group_label(std::size_t g) const;
   std::pair<std::size_t, std::size_t> group_range(std::size_t g) const;
+  /// The buffer holding group g's residual now, and the other one.
+  const GradientView& resid_of(std::size_t g) const { return resid_swapped[g] ? resid_alt : resid; }
+  const GradientView& resid_next(std::size_t g) const {
+    return resid_swapped[g] ? resid : resid_alt;
+  }
+  void gather_residual();
   void skip_group(std::size_t g);
   void restore_own_selection(std::size_t g);
   // The selector's execution space instance serves every kernel and fence: constructing

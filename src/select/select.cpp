@@ -18,6 +18,8 @@ const char* to_string(TopkStatus status) noexcept {
       return "output views hold fewer than k entries";
     case TopkStatus::shape_mismatch:
       return "grad and residual differ in length";
+    case TopkStatus::residual_overlap:
+      return "residual_in and residual_out overlap";
   }
   return "unknown status";
 }

@@ -4,7 +4,10 @@
 //           compiled at -O3 in its own file (bench_baselines.cpp), on a device a Kokkos
 //           max-reduction kernel over the same view (the bandwidth floor)
 //   r+=g:   one pass residual += grad, the floor for select_with_feedback (host: -O3 too)
-//   select, select_with_feedback: omgs (the path taken is printed)
+//   select, select_with_feedback: omgs (the path taken is printed); "feedback" is the
+//           in-place form, "fb 1-read" the one-read form (residual_in -> residual_out, the
+//           two buffers swapped after each call, as the runtime does); both start from a zero
+//           residual and make the same number of calls, so each call sees the same data
 //   nth:    host, single thread: copy |x|, std::nth_element, one gather pass in index order
 //           (ties: lowest index), which gives exactly the omgs output (checked)
 // Data: "normal" (N(0,1)) and "grad" (gradient-like: 30% exact zeros, 20% on 16 magnitude
@@ -210,6 +213,15 @@ int bench_row(const char* data, const std::vector<float>& hx, const FloatView& x
     Exec().fence();
   });
   const char* fb_path = path_name(sel.last_path());
+  FloatView res_a(std::string("residual_a"), n), res_b(std::string("residual_b"), n);
+  bool flip = false;
+  const double fb1_ms = median_ms(reps, [&] {
+    const omgs::TopkResult r =
+        sel.select_with_feedback(x, flip ? res_b : res_a, flip ? res_a : res_b, k, oi, ov);
+    Exec().fence();
+    if (r.ok()) flip = !flip;
+  });
+  const char* fb1_path = path_name(sel.last_path());
   sel.select(x, k, oi, ov);
   Exec().fence();
   std::vector<float> work(n);
@@ -220,9 +232,10 @@ int bench_row(const char* data, const std::vector<float>& hx, const FloatView& x
   int failures = 0;
   for (std::size_t j = 0; j < k; ++j) failures += oih(j) != hi[j] ? 1 : 0;
   std::printf(
-      "%-6s %10zu %6.3f | %7.2f %7.2f | %8.2f %-8s %8.2f %-8s | %8.2f | %6.2f %6.2f %6.2f\n", data,
-      n, density, read_ms, radd_ms, sel_ms, sel_path, fb_ms, fb_path, nth_ms, sel_ms / read_ms,
-      fb_ms / radd_ms, nth_ms / sel_ms);
+      "%-6s %10zu %6.3f | %7.2f %7.2f | %8.2f %-8s %8.2f %-8s %8.2f %-8s | %8.2f | %6.2f %6.2f "
+      "%7.2f %6.2f\n",
+      data, n, density, read_ms, radd_ms, sel_ms, sel_path, fb_ms, fb_path, fb1_ms, fb1_path,
+      nth_ms, sel_ms / read_ms, fb_ms / radd_ms, fb1_ms / radd_ms, nth_ms / sel_ms);
   std::fflush(stdout);
   return failures;
 }
@@ -243,15 +256,19 @@ struct Pack {
 };
 
 /// Per-call cost of small groups: median over batches of 200 calls, wall and process CPU
-/// time; "fb+pack" adds what the runtime does around the call (pack the pairs, fence).
+/// time; "fb 1-read" is the one-read form (two residual buffers, swapped); "fb+pack" adds
+/// what the runtime does around the one-read call (pack the pairs, fence).
 void bench_small(int reps) {
   std::printf("\nsmall groups: microseconds per call (median of %d batches of 200 calls)\n", reps);
-  std::printf("%8s %8s | %9s %9s %9s | %9s %9s %9s\n", "n", "k", "select", "feedback", "fb+pack",
-              "cpu sel", "cpu fb", "cpu f+p");
+  std::printf("%8s %8s | %9s %9s %9s %9s | %9s %9s %9s %9s\n", "n", "k", "select", "feedback",
+              "fb 1-read", "fb+pack", "cpu sel", "cpu fb", "cpu fb1", "cpu f+p");
   for (std::size_t n : {std::size_t(256), std::size_t(1024), std::size_t(4096)}) {
     const std::vector<float> hx = make_data(true, n);
     const FloatView x = to_device(hx, "x");
     FloatView residual(std::string("residual"), n);
+    FloatView res[2] = {FloatView(std::string("residual_a"), n),
+                        FloatView(std::string("residual_b"), n)};
+    int cur = 0;
     const std::size_t k = n / 100 + 1;
     omgs::TopkSelector<Exec> sel(n, k);
     IndexView oi(std::string("oi"), k);
@@ -267,18 +284,26 @@ void bench_small(int reps) {
       for (int c = 0; c < 200; ++c) sel.select_with_feedback(x, residual, k, oi, ov);
       Exec().fence();
     };
+    const auto one_read = [&] {
+      if (sel.select_with_feedback(x, res[cur], res[1 - cur], k, oi, ov).ok()) cur = 1 - cur;
+    };
+    const auto f1_batch = [&] {
+      for (int c = 0; c < 200; ++c) one_read();
+      Exec().fence();
+    };
     const auto p_batch = [&] {
       for (int c = 0; c < 200; ++c) {
-        sel.select_with_feedback(x, residual, k, oi, ov);
+        one_read();
         Kokkos::parallel_for("pack", policy, pack);
         sel.execution_space_instance().fence();
       }
     };
     const double us = 1000.0 / 200;
-    std::printf("%8zu %8zu | %9.2f %9.2f %9.2f | %9.2f %9.2f %9.2f\n", n, k,
+    std::printf("%8zu %8zu | %9.2f %9.2f %9.2f %9.2f | %9.2f %9.2f %9.2f %9.2f\n", n, k,
                 us * median_ms(reps, s_batch), us * median_ms(reps, f_batch),
-                us * median_ms(reps, p_batch), us * median_cpu_ms(reps, s_batch),
-                us * median_cpu_ms(reps, f_batch), us * median_cpu_ms(reps, p_batch));
+                us * median_ms(reps, f1_batch), us * median_ms(reps, p_batch),
+                us * median_cpu_ms(reps, s_batch), us * median_cpu_ms(reps, f_batch),
+                us * median_cpu_ms(reps, f1_batch), us * median_cpu_ms(reps, p_batch));
   }
 }
 
@@ -306,9 +331,9 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
   std::printf("omgs-bench-topk: execution space %s, concurrency %d; times in ms\n", Exec::name(),
               Exec().concurrency());
-  std::printf("%-6s %10s %6s | %7s %7s | %8s %-8s %8s %-8s | %8s | %6s %6s %6s\n", "data", "n",
-              "dens", "read", "r+=g", "select", "path", "feedback", "path", "nth", "s/read",
-              "fb/r+g", "nth/s");
+  std::printf("%-6s %10s %6s | %7s %7s | %8s %-8s %8s %-8s %8s %-8s | %8s | %6s %6s %7s %6s\n",
+              "data", "n", "dens", "read", "r+=g", "select", "path", "feedback", "path", "fb 1-rd",
+              "path", "nth", "s/read", "fb/r+g", "fb1/r+g", "nth/s");
   std::vector<std::size_t> sizes;
   if (!only_large) sizes = {1000000, 10000000};
   if (large) sizes.push_back(100000000);

@@ -40,7 +40,8 @@ TEST_CASE("the memory check counts every rank on the node", "[runtime][limits]")
   // Buffers of about 3/4 of physical memory per rank: one rank would fit, two do not. The
   // check refuses before allocating anything.
   const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
-  const auto numel = static_cast<std::uint64_t>(0.75 * physical / 12.0 / 16.0);
+  // 16 bytes per element: gradient, two residual buffers, aggregated.
+  const auto numel = static_cast<std::uint64_t>(0.75 * physical / 16.0 / 16.0);
   std::vector<omgs::LayerSpec> layers;
   for (int i = 0; i < 16; ++i) layers.push_back({"w" + std::to_string(i), numel, 1e-3});
   omgs::RuntimeOptions opt;

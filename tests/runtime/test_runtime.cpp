@@ -167,6 +167,55 @@ TEST_CASE("runtime: no gradient mass is lost over many iterations", "[runtime]")
   }
 }
 
+TEST_CASE("runtime: the residual carries over the plan switch after profiling bit for bit",
+          "[runtime]") {
+  // Layer-wise groups while profiling, one group after: each group's residual alternates
+  // between two buffers, and an odd number of profiled iterations leaves them in the second
+  // one at the switch; the new plan must start from every layer's current residual.
+  omgs::RuntimeOptions opt;
+  opt.density = 0.05;
+  opt.perf_model = "calibrate";
+  opt.backward_times = omgs::BackwardTimes::measure;
+  opt.profile_iterations = 3;
+  opt.planner = omgs::Planner::single;
+  omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
+  const std::size_t L = rt.num_layers();
+  std::mt19937 rng(4321 + world_rank());
+  std::vector<std::vector<float>> resid(L), grad(L);
+  for (std::size_t l = 0; l < L; ++l) resid[l].assign(rt.layers()[l].numel, 0.0f);
+  std::size_t bad = 0, sent = 0, kept_nonzero = 0;
+  std::uint32_t generation = 0;
+  for (int it = 0; it < 8; ++it) {
+    for (std::size_t l = L; l-- > 0;) {
+      fill_gradient(rt, l, rng, grad[l]);
+      REQUIRE(rt.ready(l) == omgs::Status::ok);
+    }
+    const omgs::IterationStats st = rt.finish();
+    REQUIRE(st.status == omgs::Status::ok);
+    generation = st.plan_generation;
+    // Each element was kept (residual = old residual + gradient, bitwise) or sent (0).
+    for (std::size_t l = 0; l < L; ++l) {
+      const std::vector<float> r = to_host(rt.residual(l));
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        const float acc = resid[l][i] + grad[l][i];
+        if (r[i] == acc && acc != 0.0f) {
+          ++kept_nonzero;
+        } else if (r[i] == 0.0f) {
+          ++sent;
+        } else {
+          ++bad;
+        }
+      }
+      resid[l] = r;
+    }
+  }
+  REQUIRE(generation >= 1);  // the plan did switch
+  REQUIRE(rt.plan().groups.size() == 1);
+  REQUIRE(bad == 0);
+  REQUIRE(sent > 0);
+  REQUIRE(kept_nonzero > 0);
+}
+
 TEST_CASE("runtime: every rank has the same plan", "[runtime]") {
   omgs::RuntimeOptions opt;
   opt.perf_model = "calibrate";

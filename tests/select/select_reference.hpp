@@ -182,26 +182,15 @@ inline std::vector<std::size_t> k_values(std::size_t n) {
   return ks;
 }
 
-/// Runs the feedback form and checks: selection equals the reference on acc = residual +
-/// grad; selected values and new residual are bitwise acc / 0 at the selected entries and
-/// 0 / acc elsewhere (so selected + new residual == old residual + grad, exactly).
-inline void check_feedback(Selector& sel, const std::vector<float>& grad,
-                           const std::vector<float>& residual, std::size_t k) {
-  const std::size_t n = grad.size();
-  std::vector<float> acc(n);
-  for (std::size_t i = 0; i < n; ++i) acc[i] = residual[i] + grad[i];
-  const FloatView dg = to_device(grad, "grad");
-  const FloatView dr = to_device(residual, "residual");
-  IndexView oi("oi", k);
-  FloatView ov("ov", k);
-  const omgs::TopkResult r = sel.select_with_feedback(dg, dr, k, oi, ov);
-  Exec().fence();
-  Selection s{r, to_host(oi, k), to_host(ov, k)};
-  check_against_reference(acc, k, s);
-  const std::vector<float> new_res = to_host(dr, n);
+/// The feedback identity: for every element, the new residual is bitwise +0 where acc was
+/// selected and acc elsewhere, so selected + new residual == acc exactly (up to the sign of a
+/// zero).
+inline void check_new_residual(const std::vector<float>& acc, const Selection& s,
+                               const std::vector<float>& new_res) {
+  const std::size_t n = acc.size();
   std::vector<float> selected(n, 0.0f);
   std::vector<char> is_sel(n, 0);
-  for (std::size_t j = 0; j < k; ++j) {
+  for (std::size_t j = 0; j < s.index.size(); ++j) {
     selected[s.index[j]] = s.value[j];
     is_sel[s.index[j]] = 1;
   }
@@ -214,8 +203,74 @@ inline void check_feedback(Selector& sel, const std::vector<float>& grad,
     const bool ok_sum = bits_of(sum) == bits_of(acc[i]) || (sum == 0.0f && acc[i] == 0.0f);
     if (!ok_res || !ok_sum) ++bad;
   }
-  INFO("n = " << n << ", k = " << k);
+  INFO("n = " << n << ", k = " << s.index.size());
   REQUIRE(bad == 0);
+}
+
+inline std::vector<float> sum_of(const std::vector<float>& residual,
+                                 const std::vector<float>& grad) {
+  std::vector<float> acc(grad.size());
+  for (std::size_t i = 0; i < grad.size(); ++i) acc[i] = residual[i] + grad[i];
+  return acc;
+}
+
+/// Runs the feedback form and checks: selection equals the reference on acc = residual +
+/// grad; selected values and new residual are bitwise acc / 0 at the selected entries and
+/// 0 / acc elsewhere (so selected + new residual == old residual + grad, exactly).
+inline void check_feedback(Selector& sel, const std::vector<float>& grad,
+                           const std::vector<float>& residual, std::size_t k) {
+  const std::size_t n = grad.size();
+  const std::vector<float> acc = sum_of(residual, grad);
+  const FloatView dg = to_device(grad, "grad");
+  const FloatView dr = to_device(residual, "residual");
+  IndexView oi("oi", k);
+  FloatView ov("ov", k);
+  const omgs::TopkResult r = sel.select_with_feedback(dg, dr, k, oi, ov);
+  Exec().fence();
+  Selection s{r, to_host(oi, k), to_host(ov, k)};
+  check_against_reference(acc, k, s);
+  check_new_residual(acc, s, to_host(dr, n));
+}
+
+/// The one-read form (residual_in -> residual_out): the same checks, every entry of
+/// residual_out written (it starts as NaN), residual_in bitwise unchanged. Returns the new
+/// residual.
+inline std::vector<float> check_feedback_out_of_place(Selector& sel, const std::vector<float>& grad,
+                                                      const std::vector<float>& residual,
+                                                      std::size_t k) {
+  const std::size_t n = grad.size();
+  const std::vector<float> acc = sum_of(residual, grad);
+  const FloatView dg = to_device(grad, "grad");
+  const FloatView din = to_device(residual, "residual_in");
+  const FloatView dout = to_device(std::vector<float>(n, std::nanf("")), "residual_out");
+  IndexView oi("oi", k);
+  FloatView ov("ov", k);
+  const omgs::TopkResult r = sel.select_with_feedback(dg, din, dout, k, oi, ov);
+  Exec().fence();
+  Selection s{r, to_host(oi, k), to_host(ov, k)};
+  check_against_reference(acc, k, s);
+  const std::vector<float> new_res = to_host(dout, n);
+  check_new_residual(acc, s, new_res);
+  const std::vector<float> in_after = to_host(din, n);
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    changed += bits_of(in_after[i]) != bits_of(residual[i]) ? 1 : 0;
+  REQUIRE(changed == 0);
+  return new_res;
+}
+
+/// x with one huge outlier, many ties at the threshold, +-0 and denormals mixed in.
+inline std::vector<float> adversarial(std::size_t n, std::uint32_t seed) {
+  std::vector<float> x = make_data(Dist::normal, n, seed);
+  std::mt19937 rng(seed);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t u = rng() % 16;
+    if (u < 3) x[i] = (u == 0) ? 0.0f : -0.0f;
+    if (u == 3) x[i] = (rng() & 1u) ? 2.0f : -2.0f;  // a large tie class near the threshold
+    if (u == 4) x[i] = std::ldexp(1.0f, -140);       // denormal
+  }
+  x[n / 3] = 3e38f;  // one huge outlier
+  return x;
 }
 
 }  // namespace select_test

@@ -10,20 +10,6 @@ using namespace select_test;
 
 namespace {
 
-/// x with one huge outlier, many ties at the threshold, +-0 and denormals mixed in.
-std::vector<float> adversarial(std::size_t n, std::uint32_t seed) {
-  std::vector<float> x = make_data(Dist::normal, n, seed);
-  std::mt19937 rng(seed);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t u = rng() % 16;
-    if (u < 3) x[i] = (u == 0) ? 0.0f : -0.0f;
-    if (u == 3) x[i] = (rng() & 1u) ? 2.0f : -2.0f;  // a large tie class near the threshold
-    if (u == 4) x[i] = std::ldexp(1.0f, -140);       // denormal
-  }
-  x[n / 3] = 3e38f;  // one huge outlier
-  return x;
-}
-
 std::vector<float> all_value(std::size_t n, float v) {
   return std::vector<float>(n, v);
 }

@@ -70,7 +70,7 @@ class RadixPath {
     if (k == 0) {
       if (Feedback) {
         Kokkos::parallel_for(OMGS_LABEL("omgs::select::accumulate"), policy(0, sn),
-                             SelectAccumulate<ExecSpace>{src.a, src.residual});
+                             SelectAccumulate<ExecSpace>{{src.a, src.residual, src.out}});
       }
       return 0;
     }
@@ -127,8 +127,8 @@ class RadixPath {
     pick.out_value = sel_value_;
     Kokkos::parallel_scan(OMGS_LABEL("omgs::select::pick"),
                           range_policy(exec, 0, static_cast<std::int64_t>(m)), pick);
-    SelectMerge<ExecSpace, Feedback> merge{sure_index_, sel_index_, sure_value_, sel_value_,  above,
-                                           k_rem,       out_index,  out_value,   src.residual};
+    SelectMerge<ExecSpace, Feedback> merge{sure_index_, sel_index_, sure_value_, sel_value_, above,
+                                           k_rem,       out_index,  out_value,   src.out};
     Kokkos::parallel_for(OMGS_LABEL("omgs::select::merge"),
                          range_policy(exec, 0, static_cast<std::int64_t>(k)), merge);
   }

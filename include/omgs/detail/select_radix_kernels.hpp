@@ -103,7 +103,7 @@ struct SelectCompact {
         cand_index(p) = static_cast<std::uint32_t>(i);
         cand_value(p) = v;
       }
-      if (Feedback) src.residual(i) = sure ? 0.0f : v;
+      if (Feedback) src.out(i) = sure ? 0.0f : v;
     }
     update += (static_cast<std::uint64_t>(cand) << 32) | static_cast<std::uint64_t>(sure);
   }
@@ -238,7 +238,7 @@ struct SelectFinalScan {
         out_index(p) = Candidates ? cand_index(j) : static_cast<std::uint32_t>(j);
         out_value(p) = v;
       }
-      if (Feedback && !Candidates) src.residual(j) = take ? 0.0f : v;
+      if (Feedback && !Candidates) src.out(j) = take ? 0.0f : v;
     }
     update += (static_cast<std::uint64_t>(tie) << 32) | static_cast<std::uint64_t>(above);
   }
@@ -275,15 +275,13 @@ struct SelectMerge {
   }
 };
 
-/// k == 0 in the feedback form: residual = residual + grad, nothing selected.
+/// k == 0 in the feedback form: out = residual + grad, nothing selected (out may be the
+/// residual itself).
 template <class Exec>
 struct SelectAccumulate {
   using Mem = typename Exec::memory_space;
-  Kokkos::View<const float*, Mem> grad;
-  Kokkos::View<float*, Mem> residual;
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
-    residual(i) = residual(i) + grad(i);
-  }
+  SelectSource<Mem, true> src;
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const { src.out(i) = src(i); }
 };
 
 }  // namespace detail

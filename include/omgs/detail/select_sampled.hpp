@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include <omgs/detail/select_pick.hpp>
 #include <omgs/detail/select_source.hpp>
 #include <omgs/detail/select_team.hpp>
 
@@ -28,10 +29,12 @@ constexpr int select_state_bound = 4;
 /// count to nonfinite(0), outputs, and the full residual in the feedback form). Mode sample:
 /// state(4) = the key of the need-th largest sample entry (at most 0x7f800000, so every
 /// non-finite entry is at or above it). Mode resolve: threshold and output over the
-/// candidates; state(0) = T, state(1) = t, state(2) = index of the last tie taken.
+/// candidates; state(0) = T, state(1) = t, state(2) = index of the last tie taken. W: what
+/// the pick writes to the residual (small, in-place feedback: all of it; small over an
+/// AccList and resolve in the out-of-place form: 0 at the selected entries).
 enum class OneTeamMode { small, sample, resolve };
 
-template <class Exec, class List, bool Feedback, OneTeamMode Mode>
+template <class Exec, class List, PickResidual W, OneTeamMode Mode>
 struct SelectOneTeam {
   using Mem = typename Exec::memory_space;
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -61,7 +64,7 @@ struct SelectOneTeam {
       out.state(0) = T;
       out.state(1) = t;
     });
-    team_pick<Feedback && Mode == OneTeamMode::small>(team, list, shared, T, t, out);
+    team_pick<W>(team, list, shared, T, t, out);
   }
 };
 
@@ -69,8 +72,10 @@ struct SelectOneTeam {
 /// non-finite entries and the entries with key >= bound, and writes the first `stride` of
 /// the latter, in index order, to its segment [r * stride, (r + 1) * stride) of the
 /// candidate buffer. counts(2 r) = candidates seen (more than stride - 1: the bracket missed),
-/// counts(2 r + 1) = non-finite entries. Nothing else is written.
-template <class Exec, bool Feedback>
+/// counts(2 r + 1) = non-finite entries. Store (the out-of-place feedback form): the pass
+/// also writes src.out = acc for every entry (the resolve step then zeroes the selected
+/// ones); otherwise nothing else is written.
+template <class Exec, bool Feedback, bool Store = false>
 struct SelectBracketPass {
   using Mem = typename Exec::memory_space;
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -91,6 +96,38 @@ struct SelectBracketPass {
     c += cand ? 1 : 0;
   }
 
+  /// The largest key of the block [i, i + 32), which is stored to src.out (acc = r + g;
+  /// restrict pointers and a fixed trip count: GCC -O2 vectorizes the loop).
+  KOKKOS_FORCEINLINE_FUNCTION static std::uint32_t store_block(const float* KOKKOS_RESTRICT r,
+                                                               const float* KOKKOS_RESTRICT g,
+                                                               float* KOKKOS_RESTRICT o,
+                                                               std::int64_t i) {
+    std::uint32_t mx = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float v = r[i + j] + g[i + j];
+      o[i + j] = v;
+      const std::uint32_t key = magnitude_key(v);
+      mx = key > mx ? key : mx;
+    }
+    return mx;
+  }
+
+  /// The largest key of the block [i, i + 32) (stored to src.out first in the Store form).
+  KOKKOS_FORCEINLINE_FUNCTION std::uint32_t block_max(std::int64_t i) const {
+    if (Store) return store_block(src.residual.data(), src.a.data(), src.out.data(), i);
+    std::uint32_t mx = 0;
+    for (std::int64_t j = 0; j < 32; ++j) {
+      const std::uint32_t key = magnitude_key(src(i + j));
+      mx = key > mx ? key : mx;
+    }
+    return mx;
+  }
+
+  /// Entry i of a block being scanned (Store: already in src.out).
+  KOKKOS_FORCEINLINE_FUNCTION float stored(std::int64_t i) const {
+    return Store ? src.out(i) : src(i);
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     const std::uint32_t bound = state(select_state_bound);
     const std::int64_t r = team.league_rank();
@@ -104,14 +141,9 @@ struct SelectBracketPass {
       constexpr std::int64_t block = 32;
       std::int64_t i = begin;
       for (; i + block <= end; i += block) {
-        std::uint32_t mx = 0;
-        for (std::int64_t j = 0; j < block; ++j) {
-          const std::uint32_t key = magnitude_key(src(i + j));
-          mx = key > mx ? key : mx;
-        }
-        if (mx < bound) continue;
+        if (block_max(i) < bound) continue;
         for (std::int64_t j = i; j < i + block; ++j) {
-          const float v = src(j);
+          const float v = stored(j);
           const std::uint32_t key = magnitude_key(v);
           bad += key_is_nonfinite(key) ? 1 : 0;
           keep(j, v, key >= bound, base, c);
@@ -119,6 +151,7 @@ struct SelectBracketPass {
       }
       for (; i < end; ++i) {
         const float v = src(i);
+        if (Store) src.out(i) = v;
         const std::uint32_t key = magnitude_key(v);
         bad += key_is_nonfinite(key) ? 1 : 0;
         keep(i, v, key >= bound, base, c);
@@ -137,6 +170,7 @@ struct SelectBracketPass {
                             const std::uint64_t add =
                                 (std::uint64_t(key_is_nonfinite(key)) << 32) | std::uint64_t(cand);
                             if (final) {
+                              if (Store) src.out(i) = v;
                               const std::int64_t p = static_cast<std::int64_t>(upd & 0xffffffffu);
                               if (cand && p < stride - 1) {
                                 cand_index(base + p) = static_cast<std::uint32_t>(i);

@@ -61,10 +61,13 @@ KOKKOS_INLINE_FUNCTION std::uint64_t count_less(const View& v, std::uint64_t len
 }
 
 /// The value of entry i: x(i), or residual(i) + grad(i) in the feedback form (a = grad).
+/// `out` receives the new residual: the same memory as `residual` in the in-place feedback
+/// form, a second buffer in the out-of-place form (then `residual` is never written).
 template <class Mem, bool Feedback>
 struct SelectSource {
   Kokkos::View<const float*, Mem> a;
-  Kokkos::View<float*, Mem> residual;
+  Kokkos::View<const float*, Mem> residual;
+  Kokkos::View<float*, Mem> out;
   KOKKOS_FORCEINLINE_FUNCTION float operator()(std::int64_t i) const {
     if (Feedback) return residual(i) + a(i);
     return a(i);

@@ -1,12 +1,13 @@
-// Internal part of module select: one-team radix select over a list of entries, and the
-// index-ordered pick that writes the output. Used by the small-n path (the list is the whole
-// input), by the threshold sample and by the candidate resolve of the sampled path
-// (docs/select.md). Not part of the public API.
+// Internal part of module select: one-team radix select over a list of entries (the pick
+// that writes the output is in select_pick.hpp). Used by the small-n path (the list is the
+// whole input, or an AccList in the one-read feedback form), by the threshold sample and by
+// the candidate resolve of the sampled path (docs/select.md). Not part of the public API.
 #pragma once
 
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <type_traits>
 
 #include <omgs/detail/select_source.hpp>
 
@@ -26,6 +27,37 @@ struct DirectList {
     return static_cast<std::uint32_t>(p);
   }
 };
+
+/// The out-of-place feedback form's whole input: the first pass (level 0) computes entry p,
+/// acc = residual_in(p) + grad(p), and stores it in residual_out; every later pass reads it
+/// back from there (one read instead of two, and no add).
+template <class Mem>
+struct AccList {
+  SelectSource<Mem, true> src;
+  std::int64_t n = 0;
+  KOKKOS_INLINE_FUNCTION int segments() const { return 1; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_begin(int) const { return 0; }
+  KOKKOS_INLINE_FUNCTION std::int64_t seg_len(int) const { return n; }
+  KOKKOS_FORCEINLINE_FUNCTION float store(std::int64_t p) const {
+    const float v = src(p);
+    src.out(p) = v;
+    return v;
+  }
+  KOKKOS_FORCEINLINE_FUNCTION float value(std::int64_t p) const { return src.out(p); }
+  KOKKOS_FORCEINLINE_FUNCTION std::uint32_t index(std::int64_t p) const {
+    return static_cast<std::uint32_t>(p);
+  }
+};
+
+/// Entry p in the first pass over a list: its value (AccList: computed and stored).
+template <class List>
+KOKKOS_FORCEINLINE_FUNCTION float first_value(const List& list, std::int64_t p) {
+  return list.value(p);
+}
+template <class Mem>
+KOKKOS_FORCEINLINE_FUNCTION float first_value(const AccList<Mem>& list, std::int64_t p) {
+  return list.store(p);
+}
 
 /// A strided sample of the input: entry p is src(p * stride).
 template <class Mem, bool Feedback>
@@ -90,7 +122,7 @@ KOKKOS_INLINE_FUNCTION std::uint64_t team_histogram(const Member& team, const Li
     if (team.team_size() == 1 && level0) {
       std::uint32_t* const hp = h.data();
       for (std::int64_t j = 0; j < len; ++j) {
-        const std::uint32_t key = magnitude_key(list.value(b + j));
+        const std::uint32_t key = magnitude_key(first_value(list, b + j));
         bad += key_is_nonfinite(key) ? 1 : 0;
         mx = key > mx ? key : mx;
         ++hp[key >> select_shift1];
@@ -105,7 +137,8 @@ KOKKOS_INLINE_FUNCTION std::uint64_t team_histogram(const Member& team, const Li
       Kokkos::parallel_reduce(
           Kokkos::TeamThreadRange(team, len),
           [&](const std::int64_t j, std::uint64_t& nb) {
-            const std::uint32_t key = magnitude_key(list.value(b + j));
+            const float v = level0 ? first_value(list, b + j) : list.value(b + j);
+            const std::uint32_t key = magnitude_key(v);
             nb += key_is_nonfinite(key) ? 1 : 0;
             if (level0 || (key >> fshift) == prefix)
               Kokkos::atomic_add(&h((key >> shift) & mask), std::uint32_t(1));
@@ -133,6 +166,12 @@ KOKKOS_FORCEINLINE_FUNCTION std::uint32_t block_max_key(const List& list, std::i
   }
   return mx;
 }
+
+/// Whether host teams gather a list's threshold bucket in blocks (skipping blocks below it).
+template <class List>
+struct skips_blocks : std::false_type {};
+template <class Mem>
+struct skips_blocks<AccList<Mem>> : std::true_type {};
 
 /// A list of values in a view (the gathered threshold bucket); indices are not needed.
 template <class Mem>
@@ -186,10 +225,17 @@ KOKKOS_INLINE_FUNCTION void team_gather(const Member& team, const List& list, st
   for (int s = 0; s < list.segments(); ++s) {
     const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
     if (team.team_size() == 1) {
-      for (std::int64_t j = 0; j < len; ++j) {
-        const float v = list.value(b + j);
+      const auto take = [&](const std::int64_t p) {
+        const float v = list.value(p);
         if ((magnitude_key(v) >> select_shift1) == b1) gather(done++) = v;
-      }
+      };
+      std::int64_t j = 0;
+      // An AccList is one stream without an add: blocks below the bucket are skipped.
+      if (skips_blocks<List>::value)
+        for (; j + select_host_block <= len; j += select_host_block)
+          if ((block_max_key(list, b + j) >> select_shift1) >= b1)
+            for (std::int64_t u = 0; u < select_host_block; ++u) take(b + j + u);
+      for (; j < len; ++j) take(b + j);
       continue;
     }
     std::int64_t seg_total = 0;
@@ -266,97 +312,6 @@ KOKKOS_INLINE_FUNCTION void team_kth_key(const Member& team, const List& list, c
   T = prefix;
   t = need;
 }
-
-/// team_pick on a host team (one thread, plain counters). Without the residual, a block of
-/// select_host_block entries whose keys all lie below T is skipped after a max of its keys
-/// (with the residual to write, the plain loop measured fewer instructions).
-template <bool WriteResidual, class List, class Out>
-KOKKOS_INLINE_FUNCTION void host_pick(const List& list, std::uint32_t T, std::uint32_t t,
-                                      const Out& out) {
-  std::uint64_t pos = 0, seen = 0;
-  const auto pick = [&](const std::int64_t p) {
-    const float v = list.value(p);
-    const std::uint32_t key = magnitude_key(v);
-    bool take = false;
-    if (key >= T) {
-      const std::uint32_t idx = list.index(p);
-      const bool tie = key == T;
-      take = !tie || seen < t;
-      if (tie) {
-        if (take && seen + 1 == t) out.state(2) = idx;
-        ++seen;
-      }
-      if (take) {
-        out.index(pos) = idx;
-        out.value(pos) = v;
-        ++pos;
-      }
-    }
-    if (WriteResidual) out.residual(list.index(p)) = take ? 0.0f : v;
-  };
-  for (int s = 0; s < list.segments(); ++s) {
-    const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
-    std::int64_t j = 0;
-    if (!WriteResidual)
-      for (; j + select_host_block <= len; j += select_host_block)
-        if (block_max_key(list, b + j) >= T)
-          for (std::int64_t u = 0; u < select_host_block; ++u) pick(b + j + u);
-    for (; j < len; ++j) pick(b + j);
-  }
-}
-
-/// Writes the selected entries of the list (key > T, or key == T among the first t such
-/// entries in list order) to the outputs in list (= index) order. state(2) receives the
-/// index of the last tie taken (when t > 0). WriteResidual (the direct list of the feedback
-/// form): residual(i) = taken ? 0 : value for every entry.
-template <bool WriteResidual, class Member, class List, class H, class Out>
-KOKKOS_INLINE_FUNCTION void team_pick(const Member& team, const List& list, const H& shared,
-                                      std::uint32_t T, std::uint32_t t, const Out& out) {
-  if (team.team_size() == 1) return host_pick<WriteResidual>(list, T, t, out);
-  std::uint64_t carry = 0;  // low 32 bits: entries above T so far, high 32 bits: ties
-  for (int s = 0; s < list.segments(); ++s) {
-    const std::int64_t b = list.seg_begin(s), len = list.seg_len(s);
-    if (len == 0) continue;
-    Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, len),
-                          [&](const std::int64_t j, std::uint64_t& upd, const bool final) {
-                            const float v = list.value(b + j);
-                            const std::uint32_t key = magnitude_key(v);
-                            const bool above = key > T, tie = key == T;
-                            const std::uint64_t add =
-                                (static_cast<std::uint64_t>(tie) << 32) | std::uint64_t(above);
-                            if (final) {
-                              const std::uint64_t cur = carry + upd;
-                              const std::uint64_t a = cur & 0xffffffffu, seen = cur >> 32;
-                              const bool take = above || (tie && seen < t);
-                              const std::uint32_t idx = list.index(b + j);
-                              if (take) {
-                                const std::uint64_t p = a + (seen < t ? seen : t);
-                                out.index(p) = idx;
-                                out.value(p) = v;
-                                if (tie && seen + 1 == t) out.state(2) = idx;
-                              }
-                              if (WriteResidual) out.residual(idx) = take ? 0.0f : v;
-                              if (j == len - 1) {
-                                shared(2) = static_cast<std::uint32_t>((cur + add) & 0xffffffffu);
-                                shared(3) = static_cast<std::uint32_t>((cur + add) >> 32);
-                              }
-                            }
-                            upd += add;
-                          });
-    team.team_barrier();
-    carry = (static_cast<std::uint64_t>(shared(3)) << 32) | shared(2);
-    team.team_barrier();
-  }
-}
-
-/// Output views of a pick.
-template <class Mem>
-struct PickOutput {
-  Kokkos::View<std::uint32_t*, Mem> index;
-  Kokkos::View<float*, Mem> value;
-  Kokkos::View<std::uint32_t*, Mem> state;
-  Kokkos::View<float*, Mem> residual;
-};
 
 }  // namespace detail
 }  // namespace omgs
