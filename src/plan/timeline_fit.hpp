@@ -39,7 +39,8 @@ struct GroupPoints {
 GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::size_t count);
 
 /// Fits top-k c0 + c1 numel and allgather alpha + beta bytes to per-group points, in
-/// relative error, non-negative (fit_nonnegative). With a single group size the
+/// relative error above the mean cost and absolute error below it (a near-zero point must
+/// not decide the line), non-negative (fit_nonnegative). With a single group size the
 /// intercepts cannot be told from the slopes: they are taken from `prior_topk.c0` /
 /// `prior_allgather.c0` (capped at the measured cost) and only the slopes are fitted.
 TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
@@ -49,10 +50,9 @@ TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& poin
 /// group_medians, then fit_points: fits top-k and allgather costs to `count` measured timelines of
 /// the plan `groups` (each timeline has groups.size() entries). Each group is represented by the
 /// median of its costs over the iterations (what the run typically pays: the model must predict the
-/// run, not its best case) and the lines are fitted in relative error, non-negative
-/// (fit_nonnegative). With a single group size the intercepts cannot be told from the
-/// slopes: they are taken from `prior_topk.c0` / `prior_allgather.c0` (capped at the
-/// measured cost) and only the slopes are fitted. count >= 1.
+/// run, not its best case) and the lines are fitted as fit_points fits them. With a single group
+/// size the intercepts cannot be told from the slopes: they are taken from `prior_topk.c0` /
+/// `prior_allgather.c0` (capped at the measured cost) and only the slopes are fitted. count >= 1.
 TimelineFit fit_timelines(const std::vector<Group>& groups, const Timeline* timelines,
                           std::size_t count, int workers, double density,
                           const LinearFit& prior_topk, const LinearFit& prior_allgather);

@@ -124,3 +124,33 @@ TEST_CASE("a fitted model plans: the closed loop's mgs equals mgs on the true mo
   for (std::size_t g = 0; g < a.groups.size(); ++g) CHECK(a.groups[g].begin == b.groups[g].begin);
   CHECK(a.predicted.iteration_end_s == Approx(b.predicted.iteration_end_s).epsilon(1e-6));
 }
+
+TEST_CASE("near-zero points do not decide the line: the plan's measured costs are kept",
+          "[plan][fit][closed-loop]") {
+  // The window of VGG-16 on 4 emulated hosts at 1 Gbit/s (mgs, 6 groups, density 0.001):
+  // two allgathers completed behind the previous one (charged ~10 us). In relative error
+  // they made beta 0 and the top-k line 40% low for the 130M-element group.
+  const std::vector<std::uint64_t> numel = {130722792, 5899520, 590080, 885120, 221376, 38656};
+  omgs::detail::GroupPoints p;
+  p.sparsify_s = {2.89e-01, 2.68e-02, 9.35e-04, 1.11e-03, 3.79e-04, 2.94e-04};
+  p.allgather_s = {9.51e-02, 9.39e-06, 1.44e-02, 1.90e-05, 9.61e-03, 1.54e-02};
+  std::vector<omgs::Group> groups;
+  std::size_t end = numel.size();
+  for (std::uint64_t n : numel) {
+    groups.push_back({end - 1, end, n, omgs::Collective::sparse});
+    --end;
+  }
+  const TimelineFit f = omgs::detail::fit_points(groups, p, 4, 0.001, {}, {});
+  double topk = 0, topk_measured = 0, allgather = 0, allgather_measured = 0;
+  for (std::size_t g = 0; g < numel.size(); ++g) {
+    const double bytes = omgs::AlphaBetaModel::bytes_received(numel[g], 4, 0.001);
+    topk += f.topk.c0 + f.topk.c1 * static_cast<double>(numel[g]);
+    allgather += f.allgather.c0 + f.allgather.c1 * bytes;
+    topk_measured += p.sparsify_s[g];
+    allgather_measured += p.allgather_s[g];
+  }
+  CHECK(f.allgather.c1 > 0);
+  CHECK(topk == Approx(topk_measured).epsilon(0.1));
+  CHECK(allgather == Approx(allgather_measured).epsilon(0.1));
+  CHECK(f.topk.c0 + f.topk.c1 * 130722792.0 == Approx(0.289).epsilon(0.1));
+}
