@@ -97,6 +97,19 @@ void fail_iteration(omgs::Status s, const std::string& error, const std::string&
   omgs_examples::abort_job(MPI_COMM_WORLD, program, msg);
 }
 
+/// A refit: both predictions, the window's measured time and what the loop decided.
+void print_refit(const std::string& planner, const omgs::RefitReport& r) {
+  const char* what = r.taken_back ? "took the previous plan back (the switch measured slower)"
+                     : r.explored ? "switched (explore: a predicted tie)"
+                     : r.switched ? "switched"
+                                  : "kept";
+  std::printf(
+      "[%-9s] refit: measured %.4f s; predicted %.4f s (plan in force) / %.4f s "
+      "(%zu groups), %s; %s\n",
+      planner.c_str(), r.measured_iteration_s, r.predicted_current_s, r.predicted_candidate_s,
+      r.candidate_groups, what, r.model.c_str());
+}
+
 /// The closed loop's fitted points (the first 12 groups): elements, sparsify, allgather.
 void print_points(const std::string& planner, const omgs::RefitReport& r) {
   std::printf("[%-9s]   points (numel sparsify_s allgather_s):", planner.c_str());
@@ -146,11 +159,7 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                   planner.c_str(), timed ? "iteration" : "warm-up  ",
                   timed ? it - warmup + 1 : it + 1, timed ? args.iterations : warmup, iter,
                   sparsify, wait, rt.plan().groups.size());
-    if (st.refitted && !args.quiet && rank == 0)
-      std::printf("[%-9s] refit: predicted %.4f s (plan in force) / %.4f s (%zu groups), %s; %s\n",
-                  planner.c_str(), rt.last_refit().predicted_current_s,
-                  rt.last_refit().predicted_candidate_s, rt.last_refit().candidate_groups,
-                  st.replanned ? "switched" : "kept", rt.last_refit().model.c_str());
+    if (st.refitted && !args.quiet && rank == 0) print_refit(planner, rt.last_refit());
     if (st.refitted && !args.quiet && rank == 0) print_points(planner, rt.last_refit());
   }
   if (loop) {  // settled: the plan and prediction in force

@@ -118,6 +118,9 @@ typedef struct omgs_refit_report {
   const uint64_t* group_numel;
   const double* group_sparsify_s;
   const double* group_allgather_s;
+  int explored;   /* switched although predicted within replan_min_gain (tried once) */
+  int taken_back; /* the previous switch measured slower: the plan it replaced is back */
+  double measured_iteration_s; /* agreed: slowest rank's median iteration time in the window */
 } omgs_refit_report;
 
 typedef struct omgs_runtime omgs_runtime;

@@ -152,8 +152,15 @@ struct RefitReport {
   double predicted_candidate_s = 0.0;  ///< the planner's new plan, under the fitted model
   std::size_t candidate_groups = 0;
   bool switched = false;  ///< the candidate replaced the plan
-  bool settled = false;   ///< no further refits
-  std::string model;      ///< the fitted model (describe())
+  bool explored = false;  ///< ... although predicted within replan_min_gain (tried once)
+  /// The previous refit's switch measured slower than the plan it replaced: that plan is
+  /// back (the loop settles). Compared on measured_iteration_s of the two windows.
+  bool taken_back = false;
+  bool settled = false;  ///< no further refits
+  /// Agreed by every rank: the slowest rank's median iteration time (begin_backward() to
+  /// the end of finish()) over the window, the figure a switch must improve.
+  double measured_iteration_s = 0.0;
+  std::string model;  ///< the fitted model (describe())
   /// The agreed points it fitted, per group of the plan it measured: elements, sparsify
   /// (slowest rank's median) and allgather (fastest rank's median) seconds.
   std::vector<std::uint64_t> group_numel;

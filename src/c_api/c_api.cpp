@@ -241,6 +241,9 @@ int omgs_last_refit(const omgs_runtime* rt, omgs_refit_report* report) {
   report->predicted_candidate_s = r.predicted_candidate_s;
   report->candidate_groups = r.candidate_groups;
   report->switched = r.switched ? 1 : 0;
+  report->explored = r.explored ? 1 : 0;
+  report->taken_back = r.taken_back ? 1 : 0;
+  report->measured_iteration_s = r.measured_iteration_s;
   report->settled = r.settled ? 1 : 0;
   report->model = r.model.c_str();
   report->num_groups = r.group_numel.size();

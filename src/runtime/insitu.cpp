@@ -17,6 +17,7 @@ void RuntimeImpl::start_loop() {
   for (Timeline& t : window) t.groups.reserve(layers.size());
   window_wait.assign(window.size(), 0.0);
   window_bwd.assign(window.size() * layers.size(), nan_s);
+  window_iter.assign(window.size(), 0.0);
 }
 
 /// After finish() (every rank counts the same iterations): the stats of the closed loop,
@@ -40,6 +41,7 @@ void RuntimeImpl::record_insitu(IterationStats& st) noexcept {
     slot.non_overlapped_comm_s = measured.non_overlapped_comm_s;
     slot.comm_total_s = measured.comm_total_s;
     window_wait[filled] = st.finish_wait_s;
+    window_iter[filled] = st.iteration_s;
     double* bwd = window_bwd.data() + filled * layers.size();
     std::copy(layer_bwd_s.begin(), layer_bwd_s.end(), bwd);
     if (estimated_layer < layers.size()) bwd[estimated_layer] = nan_s;  // not measured

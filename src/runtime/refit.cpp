@@ -9,6 +9,7 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
+#include "plan/loop_decision.hpp"
 #include "plan/timeline_fit.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -89,7 +90,8 @@ void RuntimeImpl::refit() noexcept {
   }
   rep.settled = settled;
   last_refit = std::move(rep);
-  record(last_refit.switched ? TraceKind::replan : TraceKind::refit, -1, t0, now_s());
+  const bool changed = last_refit.switched || last_refit.taken_back;
+  record(changed ? TraceKind::replan : TraceKind::refit, -1, t0, now_s());
   Kokkos::Profiling::popRegion();
 }
 
@@ -117,7 +119,9 @@ std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
   }
   all.insert(all.end(), p.sparsify_s.begin(), p.sparsify_s.end());
   for (double a : p.allgather_s) all.push_back(-a);
+  all.push_back(filled > 0 ? median({window_iter.begin(), window_iter.begin() + filled}) : 0.0);
   max_over_ranks(comm, all);
+  rep.measured_iteration_s = all.back();
   for (std::size_t l = 0; l < L; ++l)
     next_layers[l].backward_s = std::max(0.0, all[l] - (l + 1 < L ? all[l + 1] : 0.0));
   for (std::size_t g = 0; g < G; ++g) {
@@ -156,13 +160,16 @@ std::vector<double> RuntimeImpl::measured_ends() const {
   return ends;
 }
 
-/// The fitted model and backward times replace the ones in force; the configured
-/// planner's plan replaces the current one if it is predicted (under the fitted model)
-/// to gain at least replan_min_gain, within max_replans. Collective.
+/// The fitted model and backward times replace the ones in force; then the loop's decision
+/// (plan/loop_decision.hpp) on agreed inputs: take back the last switch if it measured
+/// slower than the plan it replaced, else switch to the configured planner's plan if it is
+/// predicted to gain at least replan_min_gain (or, once, within it either way), within
+/// max_replans. Collective.
 void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
                               RefitReport& rep) {
   const PlanConfig config{size, options.density, options.threshold_numel};
   Plan current = make_plan_from_groups(plan.planner, next_layers, plan.groups, *fitted, config);
+  current.picked = plan.picked;
   current.status = plan.status;
   current.gap_bound_s = plan.gap_bound_s;
   current.status_note = plan.status_note;
@@ -175,19 +182,45 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
   for (std::size_t g = 0; same && g < plan.groups.size(); ++g)
     same = candidate.groups[g].begin == plan.groups[g].begin &&
            candidate.groups[g].collective == plan.groups[g].collective;
-  const double gain = rep.predicted_current_s - rep.predicted_candidate_s;
-  rep.switched = !same && replans < options.max_replans &&
-                 gain >= options.replan_min_gain * rep.predicted_current_s;
+  LoopInputs in;
+  in.candidate_differs = !same;
+  in.predicted_current_s = rep.predicted_current_s;
+  in.predicted_candidate_s = rep.predicted_candidate_s;
+  in.min_gain = options.replan_min_gain;
+  in.replans = replans;
+  in.max_replans = options.max_replans;
+  in.explored = explored;
+  in.verifying = verifying;
+  in.measured_s = rep.measured_iteration_s;
+  in.measured_before_s = before_s;
+  const LoopDecision d = decide(in);
   model = std::move(fitted);
   ++model_generation;
   layers = std::move(next_layers);
-  if (rep.switched) {
-    install_plan(std::move(candidate));
-    ++replans;
-  } else {
-    plan = std::move(current);  // same groups: the buffers stay
+  verifying = false;
+  settled = d.settled;
+  if (d.action == LoopAction::take_back) {
+    rep.taken_back = true;
+    Plan back = make_plan_from_groups(before.planner, layers, before.groups, *model, config);
+    back.picked = before.picked;
+    back.status = before.status;
+    back.gap_bound_s = before.gap_bound_s;
+    back.status_note = before.status_note;
+    install_plan(std::move(back));
+    return;
   }
-  settled = !rep.switched || replans >= options.max_replans;
+  if (d.action == LoopAction::keep) {
+    plan = std::move(current);  // same groups: the buffers stay
+    return;
+  }
+  rep.switched = true;
+  rep.explored = d.action == LoopAction::explore;
+  explored = explored || rep.explored;
+  before = std::move(current);
+  before_s = rep.measured_iteration_s;
+  verifying = true;
+  install_plan(std::move(candidate));
+  ++replans;
 }
 
 }  // namespace omgs::detail

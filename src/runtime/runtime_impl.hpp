@@ -94,10 +94,15 @@ struct LoopState {
   std::vector<Timeline> window;     // refit_iterations slots
   std::vector<double> window_wait;  // per slot: finish()'s wait
   std::vector<double> window_bwd;   // per slot, L each: the layers' backward times (NaN: unknown)
+  std::vector<double> window_iter;  // per slot: the iteration's time (IterationStats::iteration_s)
   std::size_t filled = 0;           // slots holding an iteration that finished ok
   std::size_t since_refit = 0;      // iterations finished since (the same on every rank)
   int replans = 0;
   bool settled = false;
+  bool explored = false;     // a switch on a predicted tie was tried
+  bool verifying = false;    // the window under way follows a switch: `before` may come back
+  Plan before;               // verifying: the plan the switch replaced
+  double before_s = 0.0;     // ... and its window's agreed iteration time
   bool window_open = false;  // measuring (after profiling, if any)
   std::uint32_t model_generation = 0, plan_generation = 0;
   RefitReport last_refit;

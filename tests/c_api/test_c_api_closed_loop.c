@@ -146,6 +146,8 @@ static void check_report(const omgs_refit_report* rep) {
   EXPECT(numel == 40000 + 15000 + 32 + 60000 + 9000 + 10);
   EXPECT(rep->predicted_current_s > 0 && rep->predicted_candidate_s > 0);
   EXPECT(rep->measured_s > 0);
+  EXPECT(rep->measured_iteration_s > 0);
+  h = hash_bytes(&rep->measured_iteration_s, sizeof(double), h); /* agreed too */
   h = hash_bytes(&rep->predicted_current_s, sizeof(double), h);
   h = hash_bytes(&rep->predicted_candidate_s, sizeof(double), h);
   EXPECT(same_everywhere_u64(h)); /* agreed: bit-identical on every rank */
@@ -178,11 +180,12 @@ static void check_loop_on(void) {
     EXPECT(!st.refitted || (it + 1) % 3 == 0);
     EXPECT(same_everywhere_u64(plan_hash(rt)));
   }
-  EXPECT(refits >= 1 && refits <= opt.max_replans + 1 && replans <= opt.max_replans);
+  /* At most max_replans switches, each verified by the next window; one take-back. */
+  EXPECT(refits >= 1 && refits <= opt.max_replans + 1 && replans <= opt.max_replans + 1);
   EXPECT(st.model_generation == (uint32_t)refits && st.plan_generation == (uint32_t)replans);
   EXPECT(omgs_last_refit(rt, &rep) == OMGS_OK);
   check_report(&rep);
-  EXPECT(!rep.switched || replans == opt.max_replans); /* settled after a switch: the bound */
+  EXPECT(!rep.switched); /* a switch is verified by one more window: settled after a keep */
 
   /* Saved by every rank: the same bytes everywhere; a later run reads rank 0's file. */
   char mine[64];

@@ -68,7 +68,7 @@ TEST_CASE("closed loop: every rank refits to the same model and ends with the sa
   const std::string trace = "closed_loop_trace.%r.json";
   opt.trace_path = trace;
   std::mt19937 rng(3 + world_rank());
-  int refits = 0, replans = 0;
+  int refits = 0, replans = 0, switches = 0, taken_back = 0;
   {
     omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
     CHECK(rt.last_refit().iterations_fitted == 0);
@@ -82,15 +82,24 @@ TEST_CASE("closed loop: every rank refits to the same model and ends with the sa
       last_model = st.model_generation;
       refits += st.refitted;
       replans += st.replanned;
+      if (st.refitted) {
+        switches += rt.last_refit().switched;
+        taken_back += rt.last_refit().taken_back;
+        CHECK(same_everywhere(std::to_string(rt.last_refit().measured_iteration_s)));
+      }
       // A refit comes at the end of each window of 3 iterations, until settled.
       if (st.refitted) CHECK((it + 1) % 3 == 0);
       CHECK(same_everywhere(plan_text(rt)));
     }
-    // Bounded: at most max_replans switches, hence at most max_replans + 1 refits.
+    // Bounded: at most max_replans switches, each verified by the next window (hence at
+    // most max_replans + 1 refits), and at most one take-back, which settles the loop.
     CHECK(refits >= 1);
-    CHECK(replans <= opt.max_replans);
+    CHECK(switches <= opt.max_replans);
+    CHECK(taken_back <= 1);
+    CHECK(replans == switches + taken_back);
     CHECK(refits <= opt.max_replans + 1);
     CHECK(rt.last_refit().settled);
+    CHECK_FALSE(rt.last_refit().switched);  // settled after a keep or a take-back
     CHECK(rt.last_refit().iterations_fitted == 3);
     CHECK(rt.last_stats().model_generation == static_cast<std::uint32_t>(refits));
     CHECK(rt.last_stats().plan_generation == static_cast<std::uint32_t>(replans));
