@@ -160,7 +160,9 @@ struct RefitReport {
   /// Agreed by every rank: the slowest rank's median iteration time (begin_backward() to
   /// the end of finish()) over the window, the figure a switch must improve.
   double measured_iteration_s = 0.0;
-  std::string model;  ///< the fitted model (describe())
+  /// The model in force after the refit (describe()): the fitted one, or on a take-back the
+  /// one fitted to the returning plan's own window.
+  std::string model;
   /// The agreed points it fitted, per group of the plan it measured: elements, sparsify
   /// (slowest rank's median) and allgather (fastest rank's median) seconds.
   std::vector<std::uint64_t> group_numel;

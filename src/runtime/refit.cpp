@@ -160,9 +160,26 @@ std::vector<double> RuntimeImpl::measured_ends() const {
   return ends;
 }
 
+/// The decision's inputs (plan/loop_decision.hpp), every one agreed across ranks.
+LoopInputs RuntimeImpl::loop_inputs(const RefitReport& rep, bool candidate_differs) const {
+  LoopInputs in;
+  in.candidate_differs = candidate_differs;
+  in.predicted_current_s = rep.predicted_current_s;
+  in.predicted_candidate_s = rep.predicted_candidate_s;
+  in.min_gain = options.replan_min_gain;
+  in.replans = replans;
+  in.max_replans = options.max_replans;
+  in.explored = explored;
+  in.verifying = verifying;
+  in.measured_s = rep.measured_iteration_s;
+  in.measured_before_s = before_s;
+  return in;
+}
+
 /// The fitted model and backward times replace the ones in force; then the loop's decision
 /// (plan/loop_decision.hpp) on agreed inputs: take back the last switch if it measured
-/// slower than the plan it replaced, else switch to the configured planner's plan if it is
+/// slower than the plan it replaced (that plan returns with its own window's model and
+/// backward times), else switch to the configured planner's plan if it is
 /// predicted to gain at least replan_min_gain (or, once, within it either way), within
 /// max_replans. Collective.
 void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
@@ -182,33 +199,20 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
   for (std::size_t g = 0; same && g < plan.groups.size(); ++g)
     same = candidate.groups[g].begin == plan.groups[g].begin &&
            candidate.groups[g].collective == plan.groups[g].collective;
-  LoopInputs in;
-  in.candidate_differs = !same;
-  in.predicted_current_s = rep.predicted_current_s;
-  in.predicted_candidate_s = rep.predicted_candidate_s;
-  in.min_gain = options.replan_min_gain;
-  in.replans = replans;
-  in.max_replans = options.max_replans;
-  in.explored = explored;
-  in.verifying = verifying;
-  in.measured_s = rep.measured_iteration_s;
-  in.measured_before_s = before_s;
-  const LoopDecision d = decide(in);
-  model = std::move(fitted);
+  const LoopDecision d = decide(loop_inputs(rep, !same));
   ++model_generation;
-  layers = std::move(next_layers);
   verifying = false;
   settled = d.settled;
   if (d.action == LoopAction::take_back) {
+    // The plan that measured faster returns with the model and backward times fitted to its
+    // own window, still in force: the window just fitted is the slower plan's.
     rep.taken_back = true;
-    Plan back = make_plan_from_groups(before.planner, layers, before.groups, *model, config);
-    back.picked = before.picked;
-    back.status = before.status;
-    back.gap_bound_s = before.gap_bound_s;
-    back.status_note = before.status_note;
-    install_plan(std::move(back));
+    rep.model = model->describe();
+    install_plan(std::move(before));
     return;
   }
+  model = std::move(fitted);
+  layers = std::move(next_layers);
   if (d.action == LoopAction::keep) {
     plan = std::move(current);  // same groups: the buffers stay
     return;

@@ -15,6 +15,7 @@
 
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
+#include "plan/loop_decision.hpp"
 
 namespace omgs::detail {
 
@@ -230,6 +231,7 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   void record_insitu(IterationStats& st) noexcept;
   void reset_window() noexcept;
   void refit() noexcept;
+  LoopInputs loop_inputs(const RefitReport& rep, bool candidate_differs) const;
   std::vector<double> measured_ends() const;
   std::vector<double> agreed_fit(const std::vector<double>& prior,
                                  std::vector<LayerSpec>& next_layers, RefitReport& rep);

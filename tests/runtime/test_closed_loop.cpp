@@ -28,8 +28,8 @@ std::vector<omgs::LayerSpec> timed_layers() {
 }
 
 /// One iteration; every rank's backward is slower by its own delay (rank r: r ms per
-/// layer), so the measured costs differ per rank.
-omgs::IterationStats run_iteration(omgs::Runtime& rt, std::mt19937& rng) {
+/// layer), so the measured costs differ per rank; `extra_s` more before finish().
+omgs::IterationStats run_iteration(omgs::Runtime& rt, std::mt19937& rng, double extra_s = 0) {
   std::vector<float> g;
   rt.begin_backward();
   for (std::size_t l = rt.num_layers(); l-- > 0;) {
@@ -37,6 +37,7 @@ omgs::IterationStats run_iteration(omgs::Runtime& rt, std::mt19937& rng) {
     fill_gradient(rt, l, rng, g);
     REQUIRE(rt.ready(l) == omgs::Status::ok);
   }
+  if (extra_s > 0) spin_for(extra_s);
   return rt.finish();
 }
 
@@ -160,6 +161,48 @@ TEST_CASE("closed loop: max_replans = 0 refits once and never switches", "[runti
   CHECK(plan_text(rt) == before);
   CHECK(rt.last_refit().settled);
   CHECK_FALSE(rt.last_refit().switched);
+}
+
+TEST_CASE("closed loop: a switch that measured slower is taken back, with its own model",
+          "[runtime][closed-loop]") {
+  omgs::RuntimeOptions opt;
+  opt.density = 0.01;
+  opt.perf_model = "reference";  // far from this machine: the fitted model plans otherwise
+  opt.refit_iterations = 3;
+  opt.max_replans = 2;
+  opt.replan_min_gain = 1.0;  // no predicted gain is enough: a differing candidate is explored
+  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  std::mt19937 rng(21);
+  std::string replaced, model_of_replaced;
+  double predicted_of_replaced = 0, slow_s = 0;
+  bool explored = false, taken_back = false;
+  for (int it = 0; it < 9; ++it) {
+    const std::string plan_now = plan_text(rt);
+    const omgs::IterationStats st = run_iteration(rt, rng, slow_s);
+    REQUIRE(st.status == omgs::Status::ok);
+    if (!st.refitted) continue;
+    const omgs::RefitReport& rep = rt.last_refit();
+    CHECK(same_everywhere(std::to_string(rep.measured_iteration_s)));
+    if (rep.switched) {
+      CHECK_FALSE(explored);  // once
+      explored = rep.explored;
+      replaced = plan_now;
+      model_of_replaced = rt.perf_model().describe();  // fitted to the replaced plan's window
+      predicted_of_replaced = rep.predicted_current_s;
+      slow_s = 0.05;  // the new plan's iterations take 50 ms more: it must measure slower
+    }
+    taken_back = taken_back || rep.taken_back;
+  }
+  REQUIRE(explored);
+  CHECK(taken_back);
+  CHECK(rt.last_refit().settled);
+  CHECK(plan_text(rt) == replaced);
+  CHECK(same_everywhere(plan_text(rt)));
+  // Back with the model and prediction of its own window, not the slower plan's.
+  CHECK(rt.perf_model().describe() == model_of_replaced);
+  CHECK(rt.last_refit().model == model_of_replaced);
+  CHECK(rt.plan().predicted.iteration_end_s == predicted_of_replaced);
+  CHECK(rt.last_stats().plan_generation == 2);  // the switch and the take-back
 }
 
 TEST_CASE("closed loop: OMGS_REFIT_ITERATIONS turns it on", "[runtime][closed-loop]") {
