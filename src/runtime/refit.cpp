@@ -9,7 +9,6 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
-#include "plan/loop_decision.hpp"
 #include "plan/timeline_fit.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -170,9 +169,9 @@ LoopInputs RuntimeImpl::loop_inputs(const RefitReport& rep, bool candidate_diffe
   in.replans = replans;
   in.max_replans = options.max_replans;
   in.explored = explored;
-  in.verifying = verifying;
+  in.verifying = last_refit.switched;  // the previous refit's: this window follows its switch
   in.measured_s = rep.measured_iteration_s;
-  in.measured_before_s = before_s;
+  in.measured_before_s = last_refit.measured_iteration_s;
   return in;
 }
 
@@ -201,7 +200,6 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
            candidate.groups[g].collective == plan.groups[g].collective;
   const LoopDecision d = decide(loop_inputs(rep, !same));
   ++model_generation;
-  verifying = false;
   settled = d.settled;
   if (d.action == LoopAction::take_back) {
     // The plan that measured faster returns with the model and backward times fitted to its
@@ -221,8 +219,6 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
   rep.explored = d.action == LoopAction::explore;
   explored = explored || rep.explored;
   before = std::move(current);
-  before_s = rep.measured_iteration_s;
-  verifying = true;
   install_plan(std::move(candidate));
   ++replans;
 }

@@ -100,10 +100,10 @@ struct LoopState {
   std::size_t since_refit = 0;      // iterations finished since (the same on every rank)
   int replans = 0;
   bool settled = false;
-  bool explored = false;     // a switch on a predicted tie was tried
-  bool verifying = false;    // the window under way follows a switch: `before` may come back
-  Plan before;               // verifying: the plan the switch replaced
-  double before_s = 0.0;     // ... and its window's agreed iteration time
+  bool explored = false;  // a switch on a predicted tie was tried
+  // After a switch (last_refit.switched), the plan it replaced, which may come back; its
+  // window's agreed iteration time is last_refit.measured_iteration_s.
+  Plan before;
   bool window_open = false;  // measuring (after profiling, if any)
   std::uint32_t model_generation = 0, plan_generation = 0;
   RefitReport last_refit;
