@@ -41,7 +41,8 @@ std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double
 
 std::string AllreduceVariant::describe() const {
   return std::string("MPI_Iallreduce ") + (in_place ? "in-place" : "separate-buf") + " (" +
-         describe_allreduce_setting() + ")";
+         describe_allreduce_setting() + "), " +
+         (progress_thread ? "progress thread" : "progressed inline");
 }
 
 std::string describe_allreduce_setting() {
@@ -82,8 +83,11 @@ AllreduceVariant choose_allreduce(MPI_Comm comm, std::size_t numel, int trials, 
                  "the allreduce variant choice");  // rank 0's measurement decides for everyone
   if (in_place_s) *in_place_s = m[0];
   if (separate_s) *separate_s = m[1];
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
   AllreduceVariant v;
   v.in_place = m[0] <= m[1];
+  v.progress_thread = level == MPI_THREAD_MULTIPLE;
   return v;
 }
 
@@ -104,9 +108,24 @@ DenseExchange::DenseExchange(MPI_Comm comm, const std::vector<std::uint64_t>& nu
     bucket_of_begin_[k.begin] = static_cast<int>(b);
   }
   grad_ = omgs::GradientView("omgs_examples::dense", offset_[L]);
-  recv_.assign(offset_[L], 0.0f);
-  if (!variant_.in_place) send_.assign(offset_[L], 0.0f);
+  // Host memory: MPI reads the gradient where backward wrote it, and sums into it (in place)
+  // or into recv_. Device memory: staged, each layer copied into recv_ (in place) or send_.
+  if constexpr (on_gradient) {
+    send_base_ = grad_.data();
+    if (!variant_.in_place) recv_.assign(offset_[L], 0.0f);
+    recv_base_ = variant_.in_place ? grad_.data() : recv_.data();
+  } else {
+    recv_.assign(offset_[L], 0.0f);
+    if (!variant_.in_place) send_.assign(offset_[L], 0.0f);
+    send_base_ = variant_.in_place ? recv_.data() : send_.data();
+    recv_base_ = recv_.data();
+  }
+  progress_ = std::make_unique<BucketProgress>(
+      comm_, static_cast<int>(buckets_.size()), [this](int b, MPI_Request* req) { post(b, req); },
+      [this](int b) { average(b); }, variant_.progress_thread);
 }
+
+DenseExchange::~DenseExchange() = default;
 
 DenseIteration DenseExchange::iterate(const Produce& produce) {
   barrier_or_abort(comm_, "the dense baseline's barrier");
@@ -121,9 +140,8 @@ DenseIteration DenseExchange::iterate(const Produce& produce) {
 void DenseExchange::begin() {
   if (active_) throw omgs::Error("dense baseline: begin() twice without finish()");
   active_ = true;
-  req_.assign(buckets_.size(), MPI_REQUEST_NULL);
-  indices_.resize(buckets_.size());
   next_ = offset_.size() - 1;
+  progress_->start();
   t0_ = now_s();
 }
 
@@ -140,22 +158,27 @@ void DenseExchange::ready(std::size_t l) {
                       "an iteration, between begin() and finish())");
   next_ = l;
   omgs::ExecSpace().fence();  // the gradient's kernels are done
-  // MPI works on host memory here (no assumption of GPU-aware MPI).
-  float* host = variant_.in_place ? recv_.data() : send_.data();
-  Kokkos::deep_copy(HostFloats(host + offset_[l], offset_[l + 1] - offset_[l]), gradient(l));
+  if constexpr (!on_gradient)
+    Kokkos::deep_copy(HostFloats(send_base_ + offset_[l], offset_[l + 1] - offset_[l]),
+                      gradient(l));
   const int b = bucket_of_begin_[l];
-  if (b >= 0) {
-    const Bucket& k = buckets_[static_cast<std::size_t>(b)];
-    const std::size_t at = offset_[k.begin];
-    const int count = static_cast<int>(offset_[k.end] - at);
-    MPI_Iallreduce(variant_.in_place ? MPI_IN_PLACE : send_.data() + at, recv_.data() + at, count,
-                   MPI_FLOAT, MPI_SUM, comm_, &req_[static_cast<std::size_t>(b)]);
-  }
-  // Give MPI a chance to progress the collectives already posted. (MPI_Testsome: MPICH
-  // 4.0's MPI_Testall asserts on a mix of collective and null requests.)
-  int done = 0;
-  MPI_Testsome(static_cast<int>(req_.size()), req_.data(), &done, indices_.data(),
-               MPI_STATUSES_IGNORE);
+  if (b >= 0) progress_->ready(b);
+}
+
+void DenseExchange::post(int b, MPI_Request* req) {
+  const Bucket& k = buckets_[static_cast<std::size_t>(b)];
+  const std::size_t at = offset_[k.begin];
+  MPI_Iallreduce(variant_.in_place ? MPI_IN_PLACE : send_base_ + at, recv_base_ + at,
+                 static_cast<int>(offset_[k.end] - at), MPI_FLOAT, MPI_SUM, comm_, req);
+}
+
+void DenseExchange::average(int b) {
+  // A plain loop: this may run on the progress thread, which must not launch Kokkos kernels
+  // beside the owner's.
+  const Bucket& k = buckets_[static_cast<std::size_t>(b)];
+  const float inv = 1.0f / static_cast<float>(size_);
+  float* out = on_gradient ? grad_.data() : recv_.data();
+  for (std::size_t i = offset_[k.begin]; i < offset_[k.end]; ++i) out[i] = recv_base_[i] * inv;
 }
 
 DenseIteration DenseExchange::finish() {
@@ -165,13 +188,16 @@ DenseIteration DenseExchange::finish() {
                               : std::string("dense baseline: finish() without begin()"));
   active_ = false;
   const double t1 = now_s();
-  wait_or_abort(static_cast<int>(req_.size()), req_.data(), comm_,
-                "the dense baseline's MPI_Iallreduce");
-  const float inv = 1.0f / static_cast<float>(size_);
-  for (float& x : recv_) x *= inv;
-  Kokkos::deep_copy(grad_, HostFloats(recv_.data(), recv_.size()));
+  progress_->finish("the dense baseline's MPI_Iallreduce");
+  if constexpr (!on_gradient) Kokkos::deep_copy(grad_, HostFloats(recv_.data(), recv_.size()));
   const double t2 = now_s();
   return {t2 - t0_, t2 - t1};
+}
+
+std::vector<float> DenseExchange::averaged() const {
+  std::vector<float> out(grad_.extent(0));
+  Kokkos::deep_copy(HostFloats(out.data(), out.size()), grad_);
+  return out;
 }
 
 DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,

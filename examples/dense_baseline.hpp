@@ -2,10 +2,15 @@
 //
 //   dense-bucket  gradients fused into buckets of --bucket-mb (default 25 MB, as PyTorch
 //                 DDP), filled in backward order (last layers first); each bucket is
-//                 MPI_Iallreduce'd as soon as it is full, overlapped with the rest of the
-//                 backward pass. In-place or separate send buffer: whichever a short
-//                 measurement at start-up finds faster (rank 0 decides, all ranks follow).
+//                 MPI_Iallreduce'd as soon as it is full and progressed by a thread of its
+//                 own (bucket_progress.hpp) while the rest of the backward pass runs. In-place
+//                 or separate send buffer: whichever a short measurement at start-up finds
+//                 faster (rank 0 decides, all ranks follow).
 //   dense-layer   one MPI_Iallreduce per layer, posted as soon as the layer's gradient exists.
+//
+// Where the gradient buffer is host memory (Serial, OpenMP) MPI reduces in it directly, as
+// DDP's gradient_as_bucket_view: no copy; each bucket is averaged as soon as its allreduce
+// completes. Device memory is staged through a host copy (no GPU-aware MPI assumed).
 //
 // MPI's choice of algorithm for MPI_Iallreduce is the library's: Open MPI 4.1's libnbc uses
 // a binomial reduce + broadcast for P < 4 or in-place buffers unless
@@ -17,10 +22,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include <Kokkos_Core.hpp>
 #include <omgs/omgs.hpp>
+
+#include "bucket_progress.hpp"
 
 namespace omgs_examples {
 
@@ -35,15 +44,20 @@ struct Bucket {
 /// bucket_bytes == 0: one bucket per layer. Throws omgs::Error on an empty layer list.
 std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double bucket_bytes);
 
-/// The allreduce calls a dense run makes.
+/// The allreduce calls a dense run makes, and who progresses them.
 struct AllreduceVariant {
   bool in_place = true;
-  std::string describe() const;  ///< e.g. "MPI_Iallreduce in-place (libnbc auto)"
+  /// Progressed by a thread of the exchange's own (needs MPI_THREAD_MULTIPLE), else in the
+  /// caller's ready() and finish() calls.
+  bool progress_thread = false;
+  /// e.g. "MPI_Iallreduce in-place (MPI's auto), progress thread"
+  std::string describe() const;
 };
 
 /// Times MPI_Iallreduce of `numel` floats in place and with a separate send buffer
 /// (`trials` each, alternating, after one warm-up), and returns the faster by rank 0's
-/// medians, broadcast so that every rank uses the same. Collective.
+/// medians, broadcast so that every rank uses the same; progress_thread is set where MPI
+/// provides MPI_THREAD_MULTIPLE. Collective.
 AllreduceVariant choose_allreduce(MPI_Comm comm, std::size_t numel, int trials,
                                   double* in_place_s = nullptr, double* separate_s = nullptr);
 
@@ -68,27 +82,34 @@ class DenseExchange {
 
   DenseExchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel, std::vector<Bucket> buckets,
                 AllreduceVariant variant);
+  ~DenseExchange();
+  DenseExchange(const DenseExchange&) = delete;  // its progress thread refers to it
+  DenseExchange& operator=(const DenseExchange&) = delete;
   /// A barrier, then begin(), produce(l, gradient(l)) and ready(l) for every layer from the
   /// last to the first, then finish().
   DenseIteration iterate(const Produce& produce);
   /// Starts an iteration (its clock; no communication). Throws omgs::Error if the last one
   /// was not finished.
   void begin();
-  /// Layer l's gradient is in gradient(l) (fences the execution space first): copied to
-  /// host memory, and its bucket is MPI_Iallreduce'd if l is the bucket's lowest layer.
+  /// Layer l's gradient is in gradient(l) (fences the execution space first; copied to host
+  /// memory if it is device memory), and its bucket is MPI_Iallreduce'd if l is the
+  /// bucket's lowest layer.
   /// Layers must come from the last to the first, after begin(); throws omgs::Error
   /// otherwise.
   void ready(std::size_t l);
-  /// Waits for every bucket's allreduce (bounded: job_bound, else the job is aborted),
-  /// averages over ranks into flat() and returns this rank's timings since begin().
+  /// Waits for every bucket's allreduce and average over ranks (bounded: job_bound, else the
+  /// job is aborted); flat() holds the average. Returns this rank's timings since begin().
   /// Throws omgs::Error without begin() or if not every layer was ready.
   DenseIteration finish();
   /// Layer l's slot of the flat device buffer (forward order).
   omgs::GradientView gradient(std::size_t l) const;
   /// The flat device buffer; after finish(), the averaged gradient of all layers.
   const omgs::GradientView& flat() const { return grad_; }
-  /// The averaged gradient of the last iteration (host memory, all layers, forward order).
-  const std::vector<float>& averaged() const { return recv_; }
+  /// A host copy of flat(): after finish(), the averaged gradient of all layers.
+  std::vector<float> averaged() const;
+  /// Whether MPI works on flat() itself (host memory) rather than on a host copy of it.
+  static constexpr bool on_gradient =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, omgs::GradientView::memory_space>::accessible;
   std::size_t num_buckets() const { return buckets_.size(); }
   const AllreduceVariant& variant() const { return variant_; }
 
@@ -100,12 +121,16 @@ class DenseExchange {
   std::vector<int> bucket_of_begin_;  ///< layer -> bucket it completes, or -1
   AllreduceVariant variant_;
   omgs::GradientView grad_;
-  std::vector<float> send_, recv_;
-  std::vector<MPI_Request> req_;
-  std::vector<int> indices_;
+  std::vector<float> send_, recv_;  ///< host staging / receive buffers, where needed
+  float* send_base_ = nullptr;      ///< where MPI reads the layers' gradients
+  float* recv_base_ = nullptr;      ///< where MPI writes the sums
+  std::unique_ptr<BucketProgress> progress_;
   std::size_t next_ = 0;  ///< layers not yet ready this iteration are [0, next_)
   bool active_ = false;   ///< between begin() and finish()
   double t0_ = 0;
+
+  void post(int b, MPI_Request* req);
+  void average(int b);  ///< bucket b's sums into flat() (host) or recv_ (staged)
 };
 
 /// Buckets of bucket_mb MB of floats (0: one per layer, make_buckets), the allreduce

@@ -10,9 +10,9 @@
 //   dense-layer   one MPI_Iallreduce per tensor, posted as soon as it is written.
 //
 // In-place or separate send buffer: whichever a short start-up measurement finds faster.
-// MPI works on a host copy of the gradient (deep_copy each tensor out as it is written, the
-// average back), so device memory works unchanged, without GPU-aware MPI. Every wait is
-// bounded by --collective-timeout (examples/bounded_mpi.hpp).
+// The exchange's own thread drives the allreduces (examples/bucket_progress.hpp). MPI works
+// on the gradient itself in host memory, on a host copy of device memory (no GPU-aware MPI
+// needed). Every wait is bounded by --collective-timeout (examples/bounded_mpi.hpp).
 #pragma once
 
 #include <mpi.h>

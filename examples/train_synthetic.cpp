@@ -212,7 +212,7 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     const bool timed = it >= args.warmup;
     if (timed) {
       r.record(iter, wait, 0.0);
-      r.bytes_per_iter += 4.0 * static_cast<double>(ex.averaged().size()) / args.iterations;
+      r.bytes_per_iter += 4.0 * static_cast<double>(ex.flat().extent(0)) / args.iterations;
     }
     if (!args.quiet && rank == 0)
       std::printf("[%-12s] %s %3d/%d: %.4f s  (waited %.4f s)\n", r.method.c_str(),
