@@ -23,14 +23,16 @@ using HostFloats = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<
 
 }  // namespace
 
-std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double bucket_bytes) {
+std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double bucket_bytes,
+                                 double first_bucket_bytes) {
   if (numel.empty()) throw omgs::Error("dense baseline: no layers");
   std::vector<Bucket> out;
   std::size_t end = numel.size();
   double bytes = 0;
   for (std::size_t l = numel.size(); l-- > 0;) {
     bytes += 4.0 * static_cast<double>(numel[l]);
-    if (bytes >= bucket_bytes || l == 0) {
+    const double cap = out.empty() ? std::min(first_bucket_bytes, bucket_bytes) : bucket_bytes;
+    if (bytes >= cap || l == 0) {
       out.push_back({l, end});
       end = l;
       bytes = 0;
@@ -202,7 +204,7 @@ std::vector<float> DenseExchange::averaged() const {
 
 DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
                                   double bucket_mb, int trials) {
-  std::vector<Bucket> buckets = make_buckets(numel, bucket_mb * 1e6);
+  std::vector<Bucket> buckets = make_buckets(numel, bucket_mb * 1e6, ddp_first_bucket_bytes);
   std::uint64_t biggest = 0;  // elements of the largest bucket: what the variant is timed on
   for (const Bucket& b : buckets) {
     std::uint64_t n = 0;

@@ -1,9 +1,10 @@
 // The dense baselines of the examples: what a data-parallel user without omgs runs.
 //
 //   dense-bucket  gradients fused into buckets of --bucket-mb (default 25 MB, as PyTorch
-//                 DDP), filled in backward order (last layers first); each bucket is
-//                 MPI_Iallreduce'd as soon as it is full and progressed by a thread of its
-//                 own (bucket_progress.hpp) while the rest of the backward pass runs. In-place
+//                 DDP; the first one 1 MiB, as DDP's), filled in backward order (last
+//                 layers first); each bucket is MPI_Iallreduce'd as soon as it is full and
+//                 progressed by a thread of its own (bucket_progress.hpp) while the rest of
+//                 the backward pass runs. In-place
 //                 or separate send buffer: whichever a short measurement at start-up finds
 //                 faster (rank 0 decides, all ranks follow).
 //   dense-layer   one MPI_Iallreduce per layer, posted as soon as the layer's gradient exists.
@@ -38,11 +39,17 @@ struct Bucket {
   std::size_t begin = 0, end = 0;
 };
 
+/// PyTorch DDP's cap of the first bucket (dist._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB): the
+/// last layers' gradients go out while backward has barely begun.
+inline constexpr double ddp_first_bucket_bytes = 1024.0 * 1024.0;
+
 /// Buckets of bucket_bytes, filled from the last layer to the first, each closed by the
 /// layer that makes it reach bucket_bytes (as DDP: a layer larger than that ends the bucket
-/// it joins, alone only if that was empty); returned in backward order.
+/// it joins, alone only if that was empty); the first one (the last layers) is closed at
+/// min(first_bucket_bytes, bucket_bytes) already, as DDP's; returned in backward order.
 /// bucket_bytes == 0: one bucket per layer. Throws omgs::Error on an empty layer list.
-std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double bucket_bytes);
+std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double bucket_bytes,
+                                 double first_bucket_bytes = 1e300);
 
 /// The allreduce calls a dense run makes, and who progresses them.
 struct AllreduceVariant {
@@ -133,9 +140,9 @@ class DenseExchange {
   void average(int b);  ///< bucket b's sums into flat() (host) or recv_ (staged)
 };
 
-/// Buckets of bucket_mb MB of floats (0: one per layer, make_buckets), the allreduce
-/// variant chosen on the largest of them (choose_allreduce, `trials` each) and the exchange
-/// over them. Collective.
+/// Buckets of bucket_mb MB of floats, the first one at most ddp_first_bucket_bytes (0: one
+/// per layer, make_buckets), the allreduce variant chosen on the largest of them
+/// (choose_allreduce, `trials` each) and the exchange over them. Collective.
 DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
                                   double bucket_mb, int trials = 3);
 

@@ -88,6 +88,23 @@ TEST_CASE("make_buckets fills from the last layer, closing a bucket once it is f
   CHECK_THROWS_AS(omgs_examples::make_buckets({}, 100.0), omgs::Error);
 }
 
+TEST_CASE("make_buckets closes the first bucket early, as DDP's 1 MiB first bucket") {
+  // First cap 100 B: layer 3 (160 B) alone; then 30 + 20 floats reach 200 B; then layer 0.
+  const std::vector<Bucket> b = omgs_examples::make_buckets(numel, 200.0, 100.0);
+  REQUIRE(b.size() == 3u);
+  CHECK((b[0].begin == 3 && b[0].end == 4));
+  CHECK((b[1].begin == 1 && b[1].end == 3));
+  CHECK((b[2].begin == 0 && b[2].end == 1));
+  // A first cap above the bucket size changes nothing.
+  const std::vector<Bucket> same = omgs_examples::make_buckets(numel, 200.0, 1e9);
+  REQUIRE(same.size() == 2u);
+  CHECK((same[0].begin == 2 && same[0].end == 4));
+  // make_dense_exchange uses DDP's cap: two layers of 1.2 MB make two 25 MB-class buckets.
+  const DenseExchange ex =
+      omgs_examples::make_dense_exchange(MPI_COMM_WORLD, {300000, 300000}, 25.0, 1);
+  CHECK(ex.num_buckets() == 2u);
+}
+
 TEST_CASE("choose_allreduce: every rank makes the same choice") {
   double in_place = -1, separate = -1;
   const omgs_examples::AllreduceVariant v =
