@@ -39,11 +39,24 @@ inline JobBound job_bound;
   std::abort();  // not reached
 }
 
+/// When a wait that starts now passes the job's bound.
+inline std::chrono::steady_clock::time_point job_deadline() {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(job_bound.timeout_s));
+}
+
+/// Aborts the job: `what` did not complete within the job's bound.
+[[noreturn]] inline void abort_past_bound(MPI_Comm comm, const std::string& what) {
+  abort_job(comm, job_bound.program,
+            what + " did not complete within " + std::to_string(job_bound.timeout_s) +
+                " s (--collective-timeout): a peer failed or left");
+}
+
 /// Completes `count` requests, or aborts the job after job_bound.timeout_s seconds naming
 /// `what`.
 inline void wait_or_abort(int count, MPI_Request* req, MPI_Comm comm, const char* what) {
-  const double timeout_s = job_bound.timeout_s;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto deadline = job_deadline();
   std::vector<int> indices(static_cast<std::size_t>(count) + 1);
   for (;;) {
     // MPI_Testsome, not MPI_Testall: MPICH 4.0's MPI_Testall asserts on a mix of
@@ -51,10 +64,7 @@ inline void wait_or_abort(int count, MPI_Request* req, MPI_Comm comm, const char
     int done = 0;
     MPI_Testsome(count, req, &done, indices.data(), MPI_STATUSES_IGNORE);
     if (done == MPI_UNDEFINED) return;
-    if (std::chrono::steady_clock::now() > deadline)
-      abort_job(comm, job_bound.program,
-                std::string(what) + " did not complete within " + std::to_string(timeout_s) +
-                    " s (--collective-timeout): a peer failed or left");
+    if (std::chrono::steady_clock::now() > deadline) abort_past_bound(comm, what);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }

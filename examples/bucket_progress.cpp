@@ -3,7 +3,6 @@
 #include "bounded_mpi.hpp"
 
 #include <chrono>
-#include <string>
 #include <utility>
 
 namespace omgs_examples {
@@ -12,12 +11,6 @@ namespace {
 
 /// The polling period while collectives are in flight.
 constexpr std::chrono::microseconds poll_period{50};
-
-std::chrono::steady_clock::time_point job_deadline() {
-  return std::chrono::steady_clock::now() +
-         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-             std::chrono::duration<double>(job_bound.timeout_s));
-}
 
 }  // namespace
 
@@ -66,24 +59,13 @@ void BucketProgress::ready(int b) {
 }
 
 void BucketProgress::finish(const char* what) {
-  const auto deadline = job_deadline();
-  auto too_late = [&] {
-    abort_job(comm_, job_bound.program,
-              std::string(what) + " did not complete within " +
-                  std::to_string(job_bound.timeout_s) +
-                  " s (--collective-timeout): a peer failed or left");
-  };
   if (!threaded_) {
-    while (completed_ < buckets_) {
-      if (step(ready_)) continue;
-      if (std::chrono::steady_clock::now() > deadline) too_late();
-      std::this_thread::sleep_for(poll_period);
-    }
-    complete_ = true;
+    complete_until(buckets_, ready_, what);
     return;
   }
   std::unique_lock<std::mutex> lock(m_);
-  if (!all_done_.wait_until(lock, deadline, [this] { return complete_; })) too_late();
+  if (!all_done_.wait_until(lock, job_deadline(), [this] { return complete_; }))
+    abort_past_bound(comm_, what);
 }
 
 bool BucketProgress::step(int ready) {
@@ -100,15 +82,18 @@ bool BucketProgress::step(int ready) {
   return did || n > 0;
 }
 
-void BucketProgress::drain(int ready) {
+void BucketProgress::complete_until(int target, int ready, const char* what) {
   const auto deadline = job_deadline();
-  step(ready);  // a bucket handed over is posted, as on every other rank
-  while (completed_ < posted_) {
-    if (!step(ready)) std::this_thread::sleep_for(poll_period);
-    if (std::chrono::steady_clock::now() > deadline)
-      abort_job(comm_, job_bound.program,
-                "the dense baseline's allreduce in flight at shutdown did not complete");
+  while (completed_ < target) {
+    if (step(ready)) continue;
+    if (std::chrono::steady_clock::now() > deadline) abort_past_bound(comm_, what);
+    std::this_thread::sleep_for(poll_period);
   }
+}
+
+void BucketProgress::drain(int ready) {
+  step(ready);  // a bucket handed over is posted, as on every other rank
+  complete_until(posted_, ready, "the dense baseline's allreduce in flight at shutdown");
 }
 
 void BucketProgress::thread_main() {

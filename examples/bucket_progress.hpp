@@ -49,6 +49,9 @@ class BucketProgress {
   /// Posts the buckets ready and not yet posted, tests those in flight, runs done for each
   /// completed one; true if it did anything. Caller: the thread, or the owner when inline.
   bool step(int ready);
+  /// Steps until `target` buckets are complete, polling every 50 us; past job_bound the job
+  /// is aborted naming `what`. Caller: the owner when inline, or the stopping thread.
+  void complete_until(int target, int ready, const char* what);
   /// Posts the buckets handed over by ready() (every rank does, so the collective streams
   /// stay matched) and completes them (MPI may still write into the owner's buffers),
   /// bounded by job_bound. For the destructor, e.g. after an exception mid-iteration.
