@@ -81,6 +81,51 @@ TEST_CASE("one-read feedback: the paths taken, and brackets that miss in both di
   REQUIRE(sel.last_path() == omgs::TopkPath::radix_fallback);
 }
 
+TEST_CASE("one-read feedback: large n streams residual_out, at every alignment",
+          "[select][feedback][out_of_place][stream]") {
+  // Above select_stream_min the bracket pass streams residual_out from its first 16-byte
+  // aligned entry on; residual_out at float offsets 0..3 of a buffer moves that entry (and
+  // the chunk ends handled one by one), a forced fallback rewrites what was streamed, and a
+  // NaN in a streamed block must still be counted.
+  const std::size_t n = (std::size_t(1) << 22) + 77;
+  REQUIRE(static_cast<std::int64_t>(n) > omgs::detail::select_stream_min);
+  Selector sel(n);
+  std::vector<float> grad = adversarial(n, 90);
+  grad[n / 3] = 1e30f;  // keep acc finite
+  const std::vector<float> residual = residual_for(grad, 91);
+  const std::vector<float> acc = sum_of(residual, grad);
+  const FloatView dg = to_device(grad, "grad");
+  const FloatView din = to_device(residual, "residual_in");
+  FloatView buffer("residual_out buffer", n + 3);
+  for (std::size_t offset = 0; offset < 4; ++offset) {
+    const FloatView dout = Kokkos::subview(buffer, std::make_pair(offset, offset + n));
+    for (std::int64_t rank : {std::int64_t(0), std::int64_t(1)}) {
+      const std::size_t k = offset == 2 ? n / 1000 + 1 : n / 100 + 1;
+      INFO("offset " << offset << ", k = " << k << ", forced rank " << rank);
+      sel.force_sample_rank(rank);
+      Kokkos::deep_copy(buffer, std::nanf(""));
+      IndexView oi("oi", k);
+      FloatView ov("ov", k);
+      const omgs::TopkResult r = sel.select_with_feedback(dg, din, dout, k, oi, ov);
+      Exec().fence();
+      REQUIRE(sel.last_path() ==
+              (rank == 0 ? omgs::TopkPath::sampled : omgs::TopkPath::radix_fallback));
+      Selection s{r, to_host(oi, k), to_host(ov, k)};
+      check_against_reference(acc, k, s);
+      check_new_residual(acc, s, to_host(dout, n));
+    }
+  }
+  sel.force_sample_rank(0);
+  grad[n / 2 + 5] = std::nanf("");  // inside a streamed block
+  const FloatView dout = Kokkos::subview(buffer, std::make_pair(std::size_t(1), n + 1));
+  IndexView oi("oi", 10);
+  FloatView ov("ov", 10);
+  const omgs::TopkResult r =
+      sel.select_with_feedback(to_device(grad, "grad"), din, dout, 10, oi, ov);
+  REQUIRE(r.status == omgs::TopkStatus::nonfinite_input);
+  REQUIRE(r.nonfinite == 1);
+}
+
 TEST_CASE("one-read feedback: swapping the buffers over iterations equals the in-place form",
           "[select][feedback][out_of_place]") {
   for (std::size_t n : {std::size_t(4096), std::size_t(50000)}) {

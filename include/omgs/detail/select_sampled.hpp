@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include <omgs/detail/select_block_mask.hpp>
 #include <omgs/detail/select_pick.hpp>
 #include <omgs/detail/select_source.hpp>
 #include <omgs/detail/select_team.hpp>
@@ -22,6 +23,10 @@ namespace detail {
 constexpr std::size_t select_small_n = 8192;
 /// Largest strided sample of the sampled path.
 constexpr std::int64_t select_sample_max = 16384;
+/// From this size on the one-read feedback form streams the new residual past the caches on
+/// host backends (3 streams of 4n bytes: larger than most last-level caches; below it the
+/// residual is likely still cached when it is next read).
+constexpr std::int64_t select_stream_min = std::int64_t(1) << 22;
 /// state(4): the lower key bound of the sampled path (candidates have key >= bound).
 constexpr int select_state_bound = 4;
 
@@ -96,36 +101,62 @@ struct SelectBracketPass {
     c += cand ? 1 : 0;
   }
 
-  /// The largest key of the block [i, i + 32), which is stored to src.out (acc = r + g;
-  /// restrict pointers and a fixed trip count: GCC -O2 vectorizes the loop).
-  KOKKOS_FORCEINLINE_FUNCTION static std::uint32_t store_block(const float* KOKKOS_RESTRICT r,
-                                                               const float* KOKKOS_RESTRICT g,
-                                                               float* KOKKOS_RESTRICT o,
-                                                               std::int64_t i) {
-    std::uint32_t mx = 0;
-    for (int j = 0; j < 32; ++j) {
-      const float v = r[i + j] + g[i + j];
-      o[i + j] = v;
+  /// Entries [b, e) one by one (the ends of a team's chunk; Store: writes src.out too).
+  KOKKOS_INLINE_FUNCTION void scan_entries(std::int64_t b, std::int64_t e, std::uint32_t bound,
+                                           std::int64_t base, std::int64_t& c,
+                                           std::uint64_t& bad) const {
+    for (std::int64_t i = b; i < e; ++i) {
+      const float v = src(i);
+      if (Store) src.out(i) = v;
       const std::uint32_t key = magnitude_key(v);
-      mx = key > mx ? key : mx;
+      bad += key_is_nonfinite(key) ? 1 : 0;
+      keep(i, v, key >= bound, base, c);
     }
-    return mx;
   }
 
-  /// The largest key of the block [i, i + 32) (stored to src.out first in the Store form).
-  KOKKOS_FORCEINLINE_FUNCTION std::uint32_t block_max(std::int64_t i) const {
-    if (Store) return store_block(src.residual.data(), src.a.data(), src.out.data(), i);
-    std::uint32_t mx = 0;
-    for (std::int64_t j = 0; j < 32; ++j) {
-      const std::uint32_t key = magnitude_key(src(i + j));
-      mx = key > mx ? key : mx;
+  /// Blocks of 32 from i while they fit before e: the candidate mask of each (vectorized;
+  /// Store: src.out written, streamed when Stream); blocks without a candidate are skipped,
+  /// the set bits of the others visited in index order. Returns where the blocks end.
+  template <bool Stream>
+  KOKKOS_INLINE_FUNCTION std::int64_t scan_blocks(std::int64_t i, std::int64_t e,
+                                                  std::uint32_t bound, std::int64_t base,
+                                                  std::int64_t& c, std::uint64_t& bad) const {
+    const float* const res = Feedback ? src.residual.data() : nullptr;
+    float* const out = Store ? src.out.data() : nullptr;
+    for (; i + 32 <= e; i += 32) {
+      for (std::uint32_t m =
+               block_mask32<Feedback, Store, Stream>(src.a.data(), res, out, i, bound);
+           m != 0; m &= m - 1) {
+        const std::int64_t j = i + lowest_bit(m);
+        const float v = src(j);  // not src.out: a streamed line is not read back
+        bad += key_is_nonfinite(magnitude_key(v)) ? 1 : 0;
+        keep(j, v, true, base, c);
+      }
     }
-    return mx;
+    if (Stream) store_fence();
+    return i;
   }
 
-  /// Entry i of a block being scanned (Store: already in src.out).
-  KOKKOS_FORCEINLINE_FUNCTION float stored(std::int64_t i) const {
-    return Store ? src.out(i) : src(i);
+  /// Host teams: the chunk [begin, end) in blocks of 32, its ends one by one. The one-read
+  /// form streams src.out past the cache for large n (from a 16-byte aligned entry on).
+  KOKKOS_INLINE_FUNCTION void scan_host(std::int64_t r, std::int64_t begin, std::int64_t end,
+                                        std::uint32_t bound) const {
+    const std::int64_t base = r * stride;
+    std::int64_t c = 0;
+    std::uint64_t bad = 0;
+    std::int64_t i = begin;
+    if (Store && n >= select_stream_min) {
+      // Entries up to the first 16-byte aligned one of src.out (floats are 4-byte aligned).
+      const std::int64_t lead = static_cast<std::int64_t>(
+          ((16u - (reinterpret_cast<std::uintptr_t>(src.out.data() + begin) & 15u)) & 15u) / 4u);
+      const std::int64_t a = begin + lead < end ? begin + lead : end;
+      scan_entries(begin, a, bound, base, c, bad);
+      i = can_stream(src.out.data() + a) ? scan_blocks<true>(a, end, bound, base, c, bad) : a;
+    }
+    i = scan_blocks<false>(i, end, bound, base, c, bad);
+    scan_entries(i, end, bound, base, c, bad);
+    counts(2 * r) = static_cast<std::uint32_t>(c);
+    counts(2 * r + 1) = static_cast<std::uint32_t>(bad);
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
@@ -134,30 +165,7 @@ struct SelectBracketPass {
     const std::int64_t begin = r * chunk, base = r * stride;
     const std::int64_t end = begin + chunk < n ? begin + chunk : n;
     if (team.team_size() == 1) {
-      // Host backends: blocks of 32 whose largest key is below the bound are skipped after
-      // a max reduction the compiler vectorizes; the rare other blocks are scanned.
-      std::int64_t c = 0;
-      std::uint64_t bad = 0;
-      constexpr std::int64_t block = 32;
-      std::int64_t i = begin;
-      for (; i + block <= end; i += block) {
-        if (block_max(i) < bound) continue;
-        for (std::int64_t j = i; j < i + block; ++j) {
-          const float v = stored(j);
-          const std::uint32_t key = magnitude_key(v);
-          bad += key_is_nonfinite(key) ? 1 : 0;
-          keep(j, v, key >= bound, base, c);
-        }
-      }
-      for (; i < end; ++i) {
-        const float v = src(i);
-        if (Store) src.out(i) = v;
-        const std::uint32_t key = magnitude_key(v);
-        bad += key_is_nonfinite(key) ? 1 : 0;
-        keep(i, v, key >= bound, base, c);
-      }
-      counts(2 * r) = static_cast<std::uint32_t>(c);
-      counts(2 * r + 1) = static_cast<std::uint32_t>(bad);
+      scan_host(r, begin, end, bound);
       return;
     }
     // Device backends: a team scan gives each candidate its position (no global atomics).
