@@ -270,7 +270,7 @@ class TopkSelector {
                const detail::PickOutput<memory_space>& out, TopkResult& result) {
     sample_tried_ = false;
     const std::int64_t n = static_cast<std::int64_t>(src.a.extent(0));
-    const std::int64_t s = n / 4 < detail::select_sample_max ? n / 4 : detail::select_sample_max;
+    const std::int64_t s = detail::select_sample_size(n);
     const std::int64_t stride = n / s;
     // Sample rank of the bound: the expected rank of the k-th entry plus ~4 standard
     // deviations, so that fewer than k entries lie at or above the bound very rarely.

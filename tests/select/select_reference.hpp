@@ -259,6 +259,17 @@ inline std::vector<float> check_feedback_out_of_place(Selector& sel, const std::
   return new_res;
 }
 
+/// The sampled path's sample size for n entries.
+inline std::size_t sample_size(std::size_t n) {
+  return static_cast<std::size_t>(omgs::detail::select_sample_size(static_cast<std::int64_t>(n)));
+}
+
+/// A forced sample rank that brackets the k-th entry well (40 sample entries above the
+/// expected rank): the sampled path itself, even when forced.
+inline std::int64_t rank_just_right(std::size_t n, std::size_t k) {
+  return static_cast<std::int64_t>(k * sample_size(n) / n) + 40;
+}
+
 /// x with one huge outlier, many ties at the threshold, +-0 and denormals mixed in.
 inline std::vector<float> adversarial(std::size_t n, std::uint32_t seed) {
   std::vector<float> x = make_data(Dist::normal, n, seed);

@@ -61,15 +61,17 @@ TEST_CASE("one-read feedback: the paths taken, and brackets that miss in both di
   REQUIRE(sel.last_path() == omgs::TopkPath::sampled);
   check_feedback_out_of_place(sel, grad, residual, n / 2);
   REQUIRE(sel.last_path() == omgs::TopkPath::radix);
-  for (std::size_t k : {std::size_t(1), std::size_t(300), std::size_t(1200)}) {
+  // Entries per sampled entry: about that many lie at or above the sample's maximum.
+  const std::size_t per = n / sample_size(n);
+  for (std::size_t k : {std::size_t(1), std::size_t(300), std::size_t(1200), 10 * per}) {
     INFO("k = " << k);
     sel.force_sample_rank(1);  // bound at the sample's maximum: too few candidates
     check_feedback_out_of_place(sel, grad, residual, k);
-    if (k > 1) REQUIRE(sel.last_path() == omgs::TopkPath::radix_fallback);
+    if (k >= 10 * per) REQUIRE(sel.last_path() == omgs::TopkPath::radix_fallback);
     sel.force_sample_rank(1 << 20);  // bound at the sample's minimum: segments overflow
     check_feedback_out_of_place(sel, grad, residual, k);
     REQUIRE(sel.last_path() == omgs::TopkPath::radix_fallback);
-    sel.force_sample_rank(static_cast<std::int64_t>(k * 16384 / n) + 40);
+    sel.force_sample_rank(rank_just_right(n, k));
     check_feedback_out_of_place(sel, grad, residual, k);
     REQUIRE(sel.last_path() == omgs::TopkPath::sampled);
   }

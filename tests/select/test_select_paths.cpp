@@ -52,6 +52,22 @@ TEST_CASE("select paths: adversarial inputs around team and chunk boundaries", "
   }
 }
 
+TEST_CASE("select paths: the sample size grows with n within its bounds", "[select][paths]") {
+  using omgs::detail::select_sample_size;
+  REQUIRE(select_sample_size(3000) == 750);  // n / 4 caps it (not used: the small path)
+  REQUIRE(select_sample_size(8193) == 1024);
+  REQUIRE(select_sample_size(65536) == 1024);
+  REQUIRE(select_sample_size(1 << 20) == 4096);  // n / 256
+  REQUIRE(select_sample_size(1 << 22) == 16384);
+  REQUIRE(select_sample_size(std::int64_t(1) << 30) == 16384);
+  for (std::int64_t n = 8193; n < (std::int64_t(1) << 24); n = n * 3 / 2) {
+    const std::int64_t s = select_sample_size(n);
+    INFO("n = " << n);
+    REQUIRE(s <= n / 4);
+    REQUIRE(s <= select_sample_size(n * 3 / 2));  // monotone
+  }
+}
+
 TEST_CASE("select paths: brackets that miss in both directions fall back exactly",
           "[select][paths]") {
   const std::size_t n = 120001;
@@ -66,14 +82,14 @@ TEST_CASE("select paths: brackets that miss in both directions fall back exactly
     sel.force_sample_rank(1 << 20);
     REQUIRE(path_after_select(sel, x, k) == omgs::TopkPath::radix_fallback);
     // A bound just right: the sampled path itself, even when forced.
-    sel.force_sample_rank(static_cast<std::int64_t>(k * 16384 / n) + 40);
+    sel.force_sample_rank(rank_just_right(n, k));
     REQUIRE(path_after_select(sel, x, k) == omgs::TopkPath::sampled);
     sel.force_sample_rank(0);
   }
-  // Input that hides its largest entries between the sample's positions (stride = n / 16384
-  // here): the sample sees only small values, so the bound admits too many candidates.
+  // Input that hides its largest entries between the sample's positions (stride = n / the
+  // sample size): the sample sees only small values, so the bound admits too many candidates.
   std::vector<float> hidden(n, 1.0f);
-  const std::size_t stride = n / 16384;
+  const std::size_t stride = n / sample_size(n);
   for (std::size_t i = 0; i < n; ++i) hidden[i] = (i % stride == 0) ? 1.0f : 1.0f + i * 1e-6f;
   Selector plain(n);
   const omgs::TopkPath p = path_after_select(plain, hidden, 100);

@@ -23,6 +23,17 @@ namespace detail {
 constexpr std::size_t select_small_n = 8192;
 /// Largest strided sample of the sampled path.
 constexpr std::int64_t select_sample_max = 16384;
+
+/// Size of the strided sample for n entries: n / 256 within [1024, 16384], at most n / 4.
+/// A sampled entry costs a cache miss and ~30 instructions in the one-team sample kernel,
+/// some 20x an entry of the bracket pass, so a fixed 16384 cost mid-size groups (2^13 to
+/// 2^22 entries, most of a CNN's layers) as much as their bracket pass; a smaller sample
+/// only widens the bracket (more candidates for the resolve, which reads them from cache).
+constexpr std::int64_t select_sample_size(std::int64_t n) {
+  const std::int64_t s =
+      n / 256 < 1024 ? 1024 : (n / 256 > select_sample_max ? select_sample_max : n / 256);
+  return s < n / 4 ? s : n / 4;
+}
 /// From this size on the one-read feedback form streams the new residual past the caches on
 /// host backends (3 streams of 4n bytes: larger than most last-level caches; below it the
 /// residual is likely still cached when it is next read).
