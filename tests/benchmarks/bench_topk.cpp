@@ -1,9 +1,11 @@
 // omgs-bench-topk: top-k by magnitude, omgs::TopkSelector against memory-bound baselines and
 // std::nth_element, in the same run and on the same data.
 //   read:   one read of x (max |x|), the floor for select: on host memory a plain loop
-//           compiled at -O3 in its own file (bench_baselines.cpp), on a device a Kokkos
-//           max-reduction kernel over the same view (the bandwidth floor)
-//   r+=g:   one pass residual += grad, the floor for select_with_feedback (host: -O3 too)
+//           compiled at -O3 in its own file (bench_baselines.cpp), run on every thread of
+//           the execution space (one chunk each: 1 on Serial, OMP_NUM_THREADS on OpenMP), on
+//           a device a Kokkos max-reduction kernel over the same view (the bandwidth floor)
+//   r+=g:   one pass residual += grad, the floor for select_with_feedback (host: -O3 and
+//           every thread too)
 //   select, select_with_feedback: omgs (the path taken is printed); "feedback" is the
 //           in-place form, "fb 1-read" the one-read form (residual_in -> residual_out, the
 //           two buffers swapped after each call, as the runtime does); both start from a zero
@@ -125,10 +127,31 @@ struct AddInto {
 
 /// One read of x: a plain loop where the memory is host-accessible (the strongest baseline
 /// the compiler gives), a Kokkos reduction otherwise.
+/// Host memory: f(t, begin, end) on each of the execution space's concurrency() chunks of
+/// [0, n), in parallel on the host execution space (the same threads as Exec on host
+/// backends), so that the baselines use every thread that select uses.
+template <class F>
+void host_chunks(std::int64_t n, const F& f) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  const int c = Host().concurrency();
+  const std::int64_t chunk = (n + c - 1) / c;
+  Kokkos::parallel_for("bench::chunks", Kokkos::RangePolicy<Host>(0, c), [=](const int t) {
+    const std::int64_t b = t * chunk, e = b + chunk < n ? b + chunk : n;
+    if (b < e) f(t, b, e);
+  });
+  Host().fence();
+}
+
 float max_abs(const FloatView& x) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
-    return static_cast<float>(omgs_bench::max_magnitude_key(x.data(), n));
+    std::vector<std::uint32_t> m(static_cast<std::size_t>(Exec().concurrency()) + 1, 0u);
+    std::uint32_t* const mp = m.data();
+    const float* const xp = x.data();
+    host_chunks(n, [=](int t, std::int64_t b, std::int64_t e) {
+      mp[t] = omgs_bench::max_magnitude_key(xp + b, e - b);
+    });
+    return static_cast<float>(*std::max_element(m.begin(), m.end()));
   }
   float m = 0.0f;
   Kokkos::parallel_reduce("bench::maxabs", Kokkos::RangePolicy<Exec>(0, n), MaxAbs{x}, m);
@@ -138,7 +161,11 @@ float max_abs(const FloatView& x) {
 void add_into(const FloatView& r, const FloatView& g) {
   const std::int64_t n = static_cast<std::int64_t>(r.extent(0));
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
-    omgs_bench::add_into(r.data(), g.data(), n);
+    float* const rp = r.data();
+    const float* const gp = g.data();
+    host_chunks(n, [=](int, std::int64_t b, std::int64_t e) {
+      omgs_bench::add_into(rp + b, gp + b, e - b);
+    });
     return;
   }
   Kokkos::parallel_for("bench::add", Kokkos::RangePolicy<Exec>(0, n), AddInto{g, r});
@@ -329,8 +356,10 @@ int main(int argc, char** argv) {
     }
   }
   Kokkos::ScopeGuard guard(argc, argv);
-  std::printf("omgs-bench-topk: execution space %s, concurrency %d; times in ms\n", Exec::name(),
-              Exec().concurrency());
+  std::printf(
+      "omgs-bench-topk: execution space %s, concurrency %d (host baselines: as many "
+      "threads); times in ms\n",
+      Exec::name(), Exec().concurrency());
   std::printf("%-6s %10s %6s | %7s %7s | %8s %-8s %8s %-8s %8s %-8s | %8s | %6s %6s %7s %6s\n",
               "data", "n", "dens", "read", "r+=g", "select", "path", "feedback", "path", "fb 1-rd",
               "path", "nth", "s/read", "fb/r+g", "fb1/r+g", "nth/s");
