@@ -19,6 +19,38 @@ std::vector<float> residual_for(const std::vector<float>& grad, std::uint32_t se
   return residual;
 }
 
+/// residual_out at float offsets 0..3 of a buffer (the bracket pass's aligned entry and chunk
+/// ends move), with the sampled path (rank 0: it must hold) and a forced fallback (rank 1);
+/// every result checked against the reference sort. k_of(offset) gives k.
+template <class K>
+void check_every_alignment(Selector& sel, const std::vector<float>& grad,
+                           const std::vector<float>& residual, const K& k_of) {
+  const std::size_t n = grad.size();
+  const std::vector<float> acc = sum_of(residual, grad);
+  const FloatView dg = to_device(grad, "grad");
+  const FloatView din = to_device(residual, "residual_in");
+  FloatView buffer("residual_out buffer", n + 3);
+  for (std::size_t offset = 0; offset < 4; ++offset) {
+    const FloatView dout = Kokkos::subview(buffer, std::make_pair(offset, offset + n));
+    for (std::int64_t rank : {std::int64_t(0), std::int64_t(1)}) {
+      const std::size_t k = k_of(offset);
+      INFO("n = " << n << ", offset " << offset << ", k = " << k << ", forced rank " << rank);
+      sel.force_sample_rank(rank);
+      Kokkos::deep_copy(buffer, std::nanf(""));
+      IndexView oi("oi", k);
+      FloatView ov("ov", k);
+      const omgs::TopkResult r = sel.select_with_feedback(dg, din, dout, k, oi, ov);
+      Exec().fence();
+      REQUIRE(sel.last_path() ==
+              (rank == 0 ? omgs::TopkPath::sampled : omgs::TopkPath::radix_fallback));
+      Selection s{r, to_host(oi, k), to_host(ov, k)};
+      check_against_reference(acc, k, s);
+      check_new_residual(acc, s, to_host(dout, n));
+    }
+  }
+  sel.force_sample_rank(0);
+}
+
 }  // namespace
 
 TEST_CASE("one-read feedback: every distribution, size around the limits, and k",
@@ -95,37 +127,34 @@ TEST_CASE("one-read feedback: large n streams residual_out, at every alignment",
   std::vector<float> grad = adversarial(n, 90);
   grad[n / 3] = 1e30f;  // keep acc finite
   const std::vector<float> residual = residual_for(grad, 91);
-  const std::vector<float> acc = sum_of(residual, grad);
-  const FloatView dg = to_device(grad, "grad");
-  const FloatView din = to_device(residual, "residual_in");
-  FloatView buffer("residual_out buffer", n + 3);
-  for (std::size_t offset = 0; offset < 4; ++offset) {
-    const FloatView dout = Kokkos::subview(buffer, std::make_pair(offset, offset + n));
-    for (std::int64_t rank : {std::int64_t(0), std::int64_t(1)}) {
-      const std::size_t k = offset == 2 ? n / 1000 + 1 : n / 100 + 1;
-      INFO("offset " << offset << ", k = " << k << ", forced rank " << rank);
-      sel.force_sample_rank(rank);
-      Kokkos::deep_copy(buffer, std::nanf(""));
-      IndexView oi("oi", k);
-      FloatView ov("ov", k);
-      const omgs::TopkResult r = sel.select_with_feedback(dg, din, dout, k, oi, ov);
-      Exec().fence();
-      REQUIRE(sel.last_path() ==
-              (rank == 0 ? omgs::TopkPath::sampled : omgs::TopkPath::radix_fallback));
-      Selection s{r, to_host(oi, k), to_host(ov, k)};
-      check_against_reference(acc, k, s);
-      check_new_residual(acc, s, to_host(dout, n));
-    }
-  }
-  sel.force_sample_rank(0);
+  check_every_alignment(sel, grad, residual, [n](std::size_t offset) {
+    return offset == 2 ? n / 1000 + 1 : n / 100 + 1;
+  });
   grad[n / 2 + 5] = std::nanf("");  // inside a streamed block
+  FloatView buffer("residual_out buffer", n + 1);
   const FloatView dout = Kokkos::subview(buffer, std::make_pair(std::size_t(1), n + 1));
+  const FloatView din = to_device(residual, "residual_in");
   IndexView oi("oi", 10);
   FloatView ov("ov", 10);
   const omgs::TopkResult r =
       sel.select_with_feedback(to_device(grad, "grad"), din, dout, 10, oi, ov);
   REQUIRE(r.status == omgs::TopkStatus::nonfinite_input);
   REQUIRE(r.nonfinite == 1);
+}
+
+TEST_CASE("one-read feedback: mid-size inputs at every alignment of residual_out",
+          "[select][feedback][out_of_place]") {
+  Selector sel(200003);
+  // Sizes around the team chunks and blocks, residual_out at float offsets 0..3, a forced
+  // fallback; every result checked against the reference. At n = 200003 the sample's stride
+  // (195) is a multiple of residual_for's period 5 (acc == 0 at every fifth entry): the
+  // sampled path must still hold (the jittered sample).
+  for (std::size_t n : {std::size_t(8193), std::size_t(16415), std::size_t(200003)}) {
+    std::vector<float> grad = adversarial(n, 95);
+    grad[n / 3] = 1e30f;  // keep acc finite
+    check_every_alignment(sel, grad, residual_for(grad, 96),
+                          [n](std::size_t) { return n / 100 + 1; });
+  }
 }
 
 TEST_CASE("one-read feedback: swapping the buffers over iterations equals the in-place form",

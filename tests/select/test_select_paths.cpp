@@ -86,14 +86,30 @@ TEST_CASE("select paths: brackets that miss in both directions fall back exactly
     REQUIRE(path_after_select(sel, x, k) == omgs::TopkPath::sampled);
     sel.force_sample_rank(0);
   }
-  // Input that hides its largest entries between the sample's positions (stride = n / the
-  // sample size): the sample sees only small values, so the bound admits too many candidates.
+  // Input with the period of the sample's stride (n / the sample size): an unjittered
+  // sample would see only its small phase and admit too many candidates. Exact either way.
   std::vector<float> hidden(n, 1.0f);
   const std::size_t stride = n / sample_size(n);
   for (std::size_t i = 0; i < n; ++i) hidden[i] = (i % stride == 0) ? 1.0f : 1.0f + i * 1e-6f;
   Selector plain(n);
   const omgs::TopkPath p = path_after_select(plain, hidden, 100);
   REQUIRE((p == omgs::TopkPath::radix_fallback || p == omgs::TopkPath::sampled));
+}
+
+TEST_CASE("select paths: a period dividing the sample's stride does not make it miss",
+          "[select][paths]") {
+  // Every 5th entry 0 and a stride of 195 (n / 1024): an unjittered sample saw only zeros,
+  // took bound 0, and every segment overflowed (the radix fallback on every call).
+  const std::size_t n = 200003;
+  REQUIRE(n / sample_size(n) % 5 == 0);
+  std::vector<float> x = make_data(Dist::normal, n, 31);
+  for (std::size_t i = 0; i < n; i += 5) x[i] = 0.0f;
+  Selector sel(n);
+  for (std::size_t k : {n / 1000, n / 100}) {
+    INFO("k = " << k);
+    check_against_reference(x, k, run_select(sel, x, k));
+    REQUIRE(sel.last_path() == omgs::TopkPath::sampled);
+  }
 }
 
 TEST_CASE("select paths: feedback identity on the small, sampled and fallback paths",

@@ -59,7 +59,11 @@ KOKKOS_FORCEINLINE_FUNCTION float first_value(const AccList<Mem>& list, std::int
   return list.store(p);
 }
 
-/// A strided sample of the input: entry p is src(p * stride).
+/// A jittered strided sample of the input: entry p is src(p * stride + j(p)), j(p) in
+/// [0, stride) from a multiplicative hash of p. A plain stride aliases with periodic data
+/// (a period dividing the stride: the sample sees one phase only, e.g. every 5th entry 0 and
+/// a stride of 195) and the bracket misses; the jitter keeps the positions deterministic
+/// (the same on every backend and rank) without a period.
 template <class Mem, bool Feedback>
 struct SampleList {
   SelectSource<Mem, Feedback> src;
@@ -67,9 +71,14 @@ struct SampleList {
   KOKKOS_INLINE_FUNCTION int segments() const { return 1; }
   KOKKOS_INLINE_FUNCTION std::int64_t seg_begin(int) const { return 0; }
   KOKKOS_INLINE_FUNCTION std::int64_t seg_len(int) const { return count; }
-  KOKKOS_FORCEINLINE_FUNCTION float value(std::int64_t p) const { return src(p * stride); }
+  KOKKOS_FORCEINLINE_FUNCTION std::int64_t position(std::int64_t p) const {
+    // Knuth's multiplicative hash, scaled to [0, stride) by a multiply-high (no division).
+    const std::uint32_t h = static_cast<std::uint32_t>(p) * 2654435761u;
+    return p * stride + static_cast<std::int64_t>((std::uint64_t(h) * std::uint64_t(stride)) >> 32);
+  }
+  KOKKOS_FORCEINLINE_FUNCTION float value(std::int64_t p) const { return src(position(p)); }
   KOKKOS_FORCEINLINE_FUNCTION std::uint32_t index(std::int64_t p) const {
-    return static_cast<std::uint32_t>(p * stride);
+    return static_cast<std::uint32_t>(position(p));
   }
 };
 
