@@ -125,14 +125,13 @@ struct AddInto {
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const { r(i) += g(i); }
 };
 
-/// One read of x: a plain loop where the memory is host-accessible (the strongest baseline
-/// the compiler gives), a Kokkos reduction otherwise.
-/// Host memory: f(t, begin, end) on each of the execution space's concurrency() chunks of
+using Host = Kokkos::DefaultHostExecutionSpace;
+
+/// Host memory: f(t, begin, end) for t in [0, Host().concurrency()), on the t-th chunk of
 /// [0, n), in parallel on the host execution space (the same threads as Exec on host
 /// backends), so that the baselines use every thread that select uses.
 template <class F>
 void host_chunks(std::int64_t n, const F& f) {
-  using Host = Kokkos::DefaultHostExecutionSpace;
   const int c = Host().concurrency();
   const std::int64_t chunk = (n + c - 1) / c;
   Kokkos::parallel_for("bench::chunks", Kokkos::RangePolicy<Host>(0, c), [=](const int t) {
@@ -142,10 +141,12 @@ void host_chunks(std::int64_t n, const F& f) {
   Host().fence();
 }
 
+/// One read of x: a plain loop where the memory is host-accessible (the strongest baseline
+/// the compiler gives), a Kokkos reduction otherwise.
 float max_abs(const FloatView& x) {
   const std::int64_t n = static_cast<std::int64_t>(x.extent(0));
   if (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
-    std::vector<std::uint32_t> m(static_cast<std::size_t>(Exec().concurrency()) + 1, 0u);
+    std::vector<std::uint32_t> m(static_cast<std::size_t>(Host().concurrency()), 0u);
     std::uint32_t* const mp = m.data();
     const float* const xp = x.data();
     host_chunks(n, [=](int t, std::int64_t b, std::int64_t e) {
