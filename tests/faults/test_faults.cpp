@@ -5,6 +5,7 @@
 // gradient in the residual.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -69,18 +70,32 @@ void ready_all(omgs::Runtime& rt) {
   for (std::size_t l = rt.num_layers(); l-- > 0;) REQUIRE(rt.ready(l) == omgs::Status::ok);
 }
 
-/// finish() until it stops timing out (at most `tries`); returns the final stats and the
-/// watchdog's first diagnosis (later ones may find the stalled rank already caught up).
-omgs::IterationStats finish_retrying(omgs::Runtime& rt, int tries, int* timeouts,
-                                     omgs::Diagnosis* first = nullptr) {
+/// finish() until it stops timing out (at most `tries`); returns the final stats and, in
+/// `seen`, the watchdog's diagnosis of every timeout.
+omgs::IterationStats finish_retrying(omgs::Runtime& rt, int tries,
+                                     std::vector<omgs::Diagnosis>* seen) {
   omgs::IterationStats st;
   for (int i = 0; i < tries; ++i) {
     st = rt.finish();
     if (st.status != omgs::Status::comm_failed || rt.last_diagnosis().group < 0) return st;
-    if (*timeouts == 0 && first != nullptr) *first = rt.last_diagnosis();
-    ++*timeouts;
+    seen->push_back(rt.last_diagnosis());
   }
   return st;
+}
+
+/// The diagnosis that names `stalled` alone. On a loaded machine (4 ranks on 2 cores under
+/// TSan) the first timeout can come before the healthy ranks have posted too, and later ones
+/// may find the stalled rank caught up; while it is stalled, one must name it and nobody
+/// else. Every diagnosis that names anyone must name it. Returns nullptr if none isolates it.
+const omgs::Diagnosis* isolating(const std::vector<omgs::Diagnosis>& seen, int stalled) {
+  const omgs::Diagnosis* found = nullptr;
+  for (const auto& d : seen) {
+    INFO("diagnosis: " << d.report);
+    if (!d.lagging.empty())
+      CHECK(std::find(d.lagging.begin(), d.lagging.end(), stalled) != d.lagging.end());
+    if (found == nullptr && d.lagging.size() == 1 && d.lagging[0] == stalled) found = &d;
+  }
+  return found;
 }
 
 }  // namespace
@@ -159,17 +174,17 @@ TEST_CASE("a rank that stops participating is named by the watchdog; finish() re
     write_gradients(rt, 0);
     if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // stuck in "compute"
     ready_all(rt);
-    int timeouts = 0;
-    omgs::Diagnosis d;
-    const omgs::IterationStats st = finish_retrying(rt, 200, &timeouts, &d);
+    std::vector<omgs::Diagnosis> seen;
+    const omgs::IterationStats st = finish_retrying(rt, 200, &seen);
     REQUIRE(st.status == omgs::Status::ok);
     check_mean(rt, 0);
     if (!slow) {
-      // The first timeout named the slow rank, and nobody else.
-      CHECK(timeouts >= 1);
+      // A timeout named the slow rank, and nobody else.
+      CHECK(seen.size() >= 1);
+      const omgs::Diagnosis* found = isolating(seen, P - 1);
+      REQUIRE(found != nullptr);
+      const omgs::Diagnosis& d = *found;
       CHECK(d.group == 0);
-      REQUIRE(d.lagging.size() == 1);
-      CHECK(d.lagging[0] == P - 1);
       const std::string who = "Ranks that have not posted it: " + std::to_string(P - 1) + " (";
       CHECK(d.report.find(who) != std::string::npos);
       if (inline_slow) {
@@ -185,7 +200,7 @@ TEST_CASE("a rank that stops participating is named by the watchdog; finish() re
     // The next iteration is normal (retried only if a slow machine needs more than 0.3 s).
     write_gradients(rt, 1);
     ready_all(rt);
-    int more = 0;
+    std::vector<omgs::Diagnosis> more;
     REQUIRE(finish_retrying(rt, 200, &more).status == omgs::Status::ok);
     check_mean(rt, 1);
   }
@@ -203,14 +218,14 @@ TEST_CASE("a rank whose posts keep failing is named with its MPI error; recovery
   if (faulty) omgs_fault_fail_for(OMGS_FAULT_IALLGATHERV, 2.0, MPI_ERR_NO_MEM);
   write_gradients(rt, 0);
   ready_all(rt);
-  int timeouts = 0;
-  omgs::Diagnosis d;
-  const omgs::IterationStats st = finish_retrying(rt, 200, &timeouts, &d);
+  std::vector<omgs::Diagnosis> seen;
+  const omgs::IterationStats st = finish_retrying(rt, 200, &seen);
   REQUIRE(st.status == omgs::Status::ok);
   check_mean(rt, 0);
-  CHECK(timeouts >= 1);
-  REQUIRE(d.lagging.size() == 1);
-  CHECK(d.lagging[0] == P - 1);
+  CHECK(seen.size() >= 1);
+  const omgs::Diagnosis* found = isolating(seen, P - 1);
+  REQUIRE(found != nullptr);
+  const omgs::Diagnosis& d = *found;
   CHECK(d.peers[static_cast<std::size_t>(P - 1)].post_errors > 0);
   CHECK(d.report.find("MPI error(s) posting") != std::string::npos);
   omgs_fault_reset();
