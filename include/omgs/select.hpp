@@ -95,7 +95,7 @@ class TopkSelector {
   /// max_n: the largest input. max_k: the largest k served by the fast path (larger k still
   /// work, through the slow path); defaults to max_n. candidate_capacity: size of the
   /// candidate buffer (entries of the threshold bucket); 0 picks max(16384, max_n / 8).
-  /// Memory: 8 * (max_k + 2 * candidate_capacity) bytes plus ~10 KiB. Throws omgs::Error
+  /// Memory: 8 * (max_k + 2 * candidate_capacity) bytes plus ~80 KiB. Throws omgs::Error
   /// when max_n exceeds max_supported_n.
   explicit TopkSelector(std::size_t max_n, std::size_t max_k = std::size_t(-1),
                         std::size_t candidate_capacity = 0, const ExecSpace& exec = ExecSpace())
@@ -115,6 +115,7 @@ class TopkSelector {
     state_ = IndexVector(alloc("omgs::select::state"), 8);
     cand_index_ = IndexVector(alloc("omgs::select::cand_index"), cap_);
     cand_value_ = Vector(alloc("omgs::select::cand_value"), cap_);
+    bucket_ = Vector(alloc("omgs::select::bucket"), detail::select_bucket_cap);
     radix_ = detail::RadixPath<ExecSpace>(
         {state_, cand_index_, cand_value_, nonfinite_, nonfinite_host_}, max_k_, cap_, sel);
     // Teams: at least select_team_chunk_min entries each (small inputs: one team), at most
@@ -253,10 +254,15 @@ class TopkSelector {
     return result;
   }
 
+  /// The one-team kernel of a mode, labelled omgs::select::small | sample | candidates.
   template <class F>
   void one_team(const F& f) {
+    constexpr detail::OneTeamMode mode = F::mode;
     Kokkos::parallel_for(
-        OMGS_LABEL("omgs::select::team"),
+        mode == detail::OneTeamMode::small
+            ? OMGS_LABEL("omgs::select::small")
+            : (mode == detail::OneTeamMode::sample ? OMGS_LABEL("omgs::select::sample")
+                                                   : OMGS_LABEL("omgs::select::candidates")),
         Kokkos::TeamPolicy<ExecSpace>(exec_, 1, Kokkos::AUTO)
             .set_scratch_size(0, Kokkos::PerTeam(detail::select_team_scratch_bytes<ExecSpace>())),
         f);
@@ -282,10 +288,15 @@ class TopkSelector {
     const double expect = static_cast<double>(rank) * static_cast<double>(n) / s;
     if (expect > 0.5 * static_cast<double>(cap_) && forced_rank_ <= 0) return false;
     sample_tried_ = true;
+    // The sample: gathered to bucket_ by every thread, its bound found by one team.
     using Sample = detail::SampleList<memory_space, Feedback>;
-    one_team(detail::SelectOneTeam<ExecSpace, Sample, detail::PickResidual::none,
+    Kokkos::parallel_for(
+        OMGS_LABEL("omgs::select::sample_gather"), detail::range_policy(exec_, 0, s),
+        detail::SelectSampleGather<ExecSpace, Feedback>{Sample{src, s, stride}, bucket_});
+    using Samples = detail::ValueList<memory_space>;
+    one_team(detail::SelectOneTeam<ExecSpace, Samples, detail::PickResidual::none,
                                    detail::OneTeamMode::sample>{
-        Sample{src, s, stride}, static_cast<std::uint32_t>(rank), out, nonfinite_, cand_value_});
+        Samples{bucket_, s}, static_cast<std::uint32_t>(rank), out, nonfinite_, cand_value_});
     // The fused pass: teams of at least select_team_chunk_min entries, each with an equal
     // segment of the candidate buffer.
     std::int64_t league = (n + detail::select_team_chunk_min - 1) / detail::select_team_chunk_min;
@@ -315,11 +326,17 @@ class TopkSelector {
     }
     if (overflow || m < k) return false;  // the bracket missed: radix path
     using Cand = detail::CandidateList<memory_space>;
-    // Store: the bracket pass wrote residual_out = acc; the resolve zeroes the selected.
-    constexpr auto w = Store ? detail::PickResidual::selected : detail::PickResidual::none;
-    one_team(detail::SelectOneTeam<ExecSpace, Cand, w, detail::OneTeamMode::resolve>{
+    one_team(detail::SelectOneTeam<ExecSpace, Cand, detail::PickResidual::none,
+                                   detail::OneTeamMode::resolve>{
         Cand{counts_, cand_index_, cand_value_, static_cast<int>(league), seg},
-        static_cast<std::uint32_t>(k), out, nonfinite_, Vector()});
+        static_cast<std::uint32_t>(k), out, nonfinite_, bucket_});
+    if (Store) {
+      // The bracket pass wrote residual_out = acc; zero the selected entries.
+      Kokkos::parallel_for(
+          OMGS_LABEL("omgs::select::zero"),
+          detail::range_policy(exec_, 0, static_cast<std::int64_t>(k)),
+          detail::SelectZeroSelected<ExecSpace>{out.index, src.out, static_cast<std::int64_t>(k)});
+    }
     if (Feedback && !Store) {
       Kokkos::parallel_for(
           OMGS_LABEL("omgs::select::residual"),
@@ -356,6 +373,7 @@ class TopkSelector {
   bool sample_tried_ = false;
   std::int64_t forced_rank_ = 0;
   Vector cand_value_;
+  Vector bucket_;  // the resolve's threshold bin (select_bucket_cap entries)
   detail::RadixPath<ExecSpace> radix_;
 };
 

@@ -13,6 +13,7 @@
 
 #include <omgs/detail/select_block_mask.hpp>
 #include <omgs/detail/select_pick.hpp>
+#include <omgs/detail/select_range.hpp>
 #include <omgs/detail/select_source.hpp>
 #include <omgs/detail/select_team.hpp>
 
@@ -38,6 +39,10 @@ constexpr std::int64_t select_sample_size(std::int64_t n) {
 /// host backends (3 streams of 4n bytes: larger than most last-level caches; below it the
 /// residual is likely still cached when it is next read).
 constexpr std::int64_t select_stream_min = std::int64_t(1) << 22;
+/// Size of the resolve's gather buffer: its threshold bin is copied there when it fits.
+/// The sample is gathered there first (SelectSampleGather), so it holds the largest sample.
+constexpr std::size_t select_bucket_cap = 16384;
+static_assert(select_bucket_cap >= std::size_t(select_sample_max), "the sample fits the bucket");
 /// state(4): the lower key bound of the sampled path (candidates have key >= bound).
 constexpr int select_state_bound = 4;
 
@@ -54,33 +59,54 @@ template <class Exec, class List, PickResidual W, OneTeamMode Mode>
 struct SelectOneTeam {
   using Mem = typename Exec::memory_space;
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  static constexpr OneTeamMode mode = Mode;
   List list;
   std::uint32_t need = 0;  // k (small: 0 allowed), or the sample rank
   PickOutput<Mem> out;
   Kokkos::View<std::uint64_t*, Mem> nonfinite;
-  Kokkos::View<float*, Mem> gather;  // small, sample: the threshold bucket; resolve: empty
+  Kokkos::View<float*, Mem> gather;  // the threshold bucket, when it fits
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     SelectScratchU32<Exec> h(team.team_scratch(0), select_bins1);
     SelectScratchU32<Exec> shared(team.team_scratch(0), 4);
     std::uint32_t T = 0xffffffffu, t = 0;
     std::uint64_t bad = 0;
-    team_kth_key(team, list, h, shared, need == 0 ? 1u : need, gather, T, t, bad);
-    if (Mode == OneTeamMode::sample) {
+    if (Mode == OneTeamMode::resolve && team.team_size() == 1) {
+      // Host teams: levels over the candidates' key range (select_range.hpp).
+      host_range_kth_key(list, h, out.state(select_state_bound), need, gather, T, t);
+    } else {
+      team_kth_key(team, list, h, shared, need == 0 ? 1u : need, gather, T, t, bad);
+    }
+    if constexpr (Mode == OneTeamMode::sample) {
       Kokkos::single(Kokkos::PerTeam(team),
                      [&]() { out.state(select_state_bound) = T < 0x7f800000u ? T : 0x7f800000u; });
-      return;
+    } else {
+      if (Mode == OneTeamMode::small) {
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { nonfinite(0) = bad; });
+        if (bad != 0) return;
+        if (need == 0) T = 0xffffffffu, t = 0;  // nothing above, no ties: select nothing
+      }
+      Kokkos::single(Kokkos::PerTeam(team), [&]() {
+        out.state(0) = T;
+        out.state(1) = t;
+      });
+      team_pick<W>(team, list, shared, T, t, out);
     }
-    if (Mode == OneTeamMode::small) {
-      Kokkos::single(Kokkos::PerTeam(team), [&]() { nonfinite(0) = bad; });
-      if (bad != 0) return;
-      if (need == 0) T = 0xffffffffu, t = 0;  // nothing above, no ties: select nothing
-    }
-    Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      out.state(0) = T;
-      out.state(1) = t;
-    });
-    team_pick<W>(team, list, shared, T, t, out);
+  }
+};
+
+/// The sampled path's first kernel: the strided sample copied to a contiguous buffer (one
+/// entry per thread; host threads prefetch ahead). Each sampled entry is a cache miss: this
+/// way every thread (on a GPU, the whole device) shares them, and the one-team sample kernel
+/// then reads the buffer from cache.
+template <class Exec, bool Feedback>
+struct SelectSampleGather {
+  using Mem = typename Exec::memory_space;
+  SampleList<Mem, Feedback> sample;
+  Kokkos::View<float*, Mem> buf;
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t p) const {
+    prefetch_entry(sample, p + select_prefetch_ahead);
+    buf(p) = sample.value(p);
   }
 };
 
@@ -203,6 +229,23 @@ struct SelectBracketPass {
                             }
                             upd += add;
                           });
+  }
+};
+
+/// The one-read form's last step on the sampled path: residual_out = 0 at the k selected
+/// indices (each once: no atomics). Its own parallel kernel, not part of the one-team
+/// resolve: the residual was just streamed past the cache, so each zero is a miss, and
+/// every thread (on a GPU, the whole device) takes a share; host threads prefetch ahead.
+template <class Exec>
+struct SelectZeroSelected {
+  using Mem = typename Exec::memory_space;
+  Kokkos::View<const std::uint32_t*, Mem> index;
+  Kokkos::View<float*, Mem> residual;
+  std::int64_t k = 0;
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t i) const {
+    if (i + select_prefetch_ahead < k)
+      prefetch_for_write(residual.data() + index(i + select_prefetch_ahead));
+    residual(index(i)) = 0.0f;
   }
 };
 

@@ -82,6 +82,35 @@ struct SampleList {
   }
 };
 
+/// Host teams: asks the cache for entry p of the list ahead of its use. A no-op except for
+/// the strided sample, which misses on every entry (one line per stride) with positions
+/// the hardware prefetchers do not follow (the jitter).
+template <class List>
+KOKKOS_FORCEINLINE_FUNCTION void prefetch_entry(const List&, std::int64_t) {}
+template <class Mem, bool Feedback>
+KOKKOS_FORCEINLINE_FUNCTION void prefetch_entry(const SampleList<Mem, Feedback>& list,
+                                                std::int64_t p) {
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+  if (p >= list.count) return;
+  const std::int64_t i = list.position(p);
+  __builtin_prefetch(list.src.a.data() + i);
+  if (Feedback) __builtin_prefetch(list.src.residual.data() + i);
+#else
+  (void)list;
+  (void)p;
+#endif
+}
+/// Host code: asks the cache for the line of p, to be written (a no-op in device code).
+KOKKOS_FORCEINLINE_FUNCTION void prefetch_for_write(const float* p) {
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+  __builtin_prefetch(p, 1);
+#else
+  (void)p;
+#endif
+}
+/// How many entries ahead host teams prefetch (the sample's misses overlap this many deep).
+constexpr std::int64_t select_prefetch_ahead = 16;
+
 /// The candidate buffer of the sampled path: segment s (one per team of the bracket pass)
 /// starts at s * stride and holds min(counts(2 s), stride - 1) entries, in index order.
 template <class Mem>
@@ -182,7 +211,8 @@ struct skips_blocks : std::false_type {};
 template <class Mem>
 struct skips_blocks<AccList<Mem>> : std::true_type {};
 
-/// A list of values in a view (the gathered threshold bucket); indices are not needed.
+/// A list of values in a view (a gathered threshold bucket, the gathered sample); indices are
+/// not needed.
 template <class Mem>
 struct ValueList {
   Kokkos::View<const float*, Mem> v;
