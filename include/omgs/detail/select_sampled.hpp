@@ -36,9 +36,13 @@ constexpr std::int64_t select_sample_size(std::int64_t n) {
   return s < n / 4 ? s : n / 4;
 }
 /// From this size on the one-read feedback form streams the new residual past the caches on
-/// host backends (3 streams of 4n bytes: larger than most last-level caches; below it the
-/// residual is likely still cached when it is next read).
-constexpr std::int64_t select_stream_min = std::int64_t(1) << 22;
+/// host backends. The runtime reads a group's residual again one iteration later, after
+/// every other group (and the training code) went through the caches, so what matters is
+/// the model's size, not the call's: a call of 2^18 entries moves 3 MiB, more than a core's
+/// L2, and a layer-wise plan of ResNet-50 is mostly such calls (omgs-bench-topk-layers:
+/// layer-wise 25.9 -> 23.1 ms against 2^22, the one-group call unchanged). A loop that
+/// keeps one 2^18..2^22-entry residual in the last-level cache loses that cache hit.
+constexpr std::int64_t select_stream_min = std::int64_t(1) << 18;
 /// Size of the resolve's gather buffer: its threshold bin is copied there when it fits.
 /// The sample is gathered there first (SelectSampleGather), so it holds the largest sample.
 constexpr std::size_t select_bucket_cap = 16384;
