@@ -121,13 +121,13 @@ TEST_CASE("one-read feedback: large n streams residual_out, at every alignment",
   // aligned entry on; residual_out at float offsets 0..3 of a buffer moves that entry (and
   // the chunk ends handled one by one), a forced fallback rewrites what was streamed, and a
   // NaN in a streamed block must still be counted.
-  const std::size_t n = (std::size_t(1) << 22) + 77;
+  constexpr std::size_t n = (std::size_t(1) << 22) + 77;  // constexpr: used, not captured
   REQUIRE(static_cast<std::int64_t>(n) > omgs::detail::select_stream_min);
   Selector sel(n);
   std::vector<float> grad = adversarial(n, 90);
   grad[n / 3] = 1e30f;  // keep acc finite
   const std::vector<float> residual = residual_for(grad, 91);
-  check_every_alignment(sel, grad, residual, [n](std::size_t offset) {
+  check_every_alignment(sel, grad, residual, [](std::size_t offset) {
     return offset == 2 ? n / 1000 + 1 : n / 100 + 1;
   });
   grad[n / 2 + 5] = std::nanf("");  // inside a streamed block
