@@ -157,6 +157,21 @@ TEST_CASE("one-read feedback: mid-size inputs at every alignment of residual_out
   }
 }
 
+TEST_CASE("one-read feedback: sizes just below and above the streaming threshold",
+          "[select][feedback][out_of_place][stream]") {
+  // select_stream_min - 1 writes residual_out through the cache, the sizes from it on stream
+  // it (a team's chunk end and its lead entries one by one): both at every alignment.
+  const std::size_t t = static_cast<std::size_t>(omgs::detail::select_stream_min);
+  Selector sel(t + 37);
+  for (std::size_t n : {t - 1, t, t + 37}) {
+    std::vector<float> grad = adversarial(n, 97);
+    grad[n / 3] = 1e30f;  // keep acc finite
+    check_every_alignment(sel, grad, residual_for(grad, 98), [n](std::size_t offset) {
+      return offset == 1 ? n / 1000 + 1 : n / 100 + 1;
+    });
+  }
+}
+
 TEST_CASE("one-read feedback: swapping the buffers over iterations equals the in-place form",
           "[select][feedback][out_of_place]") {
   for (std::size_t n : {std::size_t(4096), std::size_t(50000)}) {
