@@ -23,6 +23,7 @@
 //   --only-small  only the small-group table (e.g. under valgrind --tool=callgrind)
 //   --reps R      repetitions per figure (default 7; 3 at n = 1e8)
 #include "bench_baselines.hpp"
+#include "bench_data.hpp"
 
 #include <omgs/select.hpp>
 
@@ -41,6 +42,8 @@
 #include <vector>
 
 namespace {
+
+using omgs_bench::make_data;
 
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
@@ -171,28 +174,6 @@ void add_into(const FloatView& r, const FloatView& g) {
   }
   Kokkos::parallel_for("bench::add", Kokkos::RangePolicy<Exec>(0, n), AddInto{g, r});
   Exec().fence();
-}
-
-std::vector<float> make_data(bool gradient_like, std::size_t n) {
-  std::mt19937 rng(12345);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(n);
-  for (auto& v : x) {
-    if (!gradient_like) {
-      v = normal(rng);
-      continue;
-    }
-    const std::uint32_t u = rng() % 10;
-    const float sign = (rng() & 1u) ? -1.0f : 1.0f;
-    if (u < 3) {
-      v = sign * 0.0f;
-    } else if (u < 5) {
-      v = sign * std::ldexp(1.0f + static_cast<float>(rng() % 16) / 16.0f, -10);
-    } else {
-      v = normal(rng) * std::exp(1.5f * normal(rng));
-    }
-  }
-  return x;
 }
 
 FloatView to_device(const std::vector<float>& h, const char* label) {

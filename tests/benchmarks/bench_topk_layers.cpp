@@ -14,6 +14,8 @@
 //   --reps R      iterations (default 9), after one warm-up
 //   --grad        gradient-like data (as omgs-bench-topk) instead of N(0, 1)
 //   --per-layer   also each layer's median time against its share (n / N) of the one call
+#include "bench_data.hpp"
+
 #include <omgs/select.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -37,6 +39,8 @@
 
 namespace {
 
+using omgs_bench::make_data;
+
 using Exec = Kokkos::DefaultExecutionSpace;
 using FloatView = Kokkos::View<float*, Exec::memory_space>;
 using IndexView = Kokkos::View<std::uint32_t*, Exec::memory_space>;
@@ -56,24 +60,6 @@ std::vector<std::size_t> read_sizes(const std::string& path) {
   }
   if (sizes.empty()) throw std::runtime_error("no layers in " + path);
   return sizes;
-}
-
-std::vector<float> make_data(bool gradient_like, std::size_t n) {
-  std::mt19937 gen(12345);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  std::vector<float> x(n);
-  for (float& v : x) {
-    if (!gradient_like) {
-      v = nd(gen);
-    } else {
-      const float p = u(gen);
-      v = p < 0.3f ? 0.0f
-                   : (p < 0.5f ? std::ldexp(1.0f, -static_cast<int>(16 * u(gen)))
-                               : nd(gen) * std::exp(1.5f * nd(gen)));
-    }
-  }
-  return x;
 }
 
 double ms_since(Clock::time_point t0) {
