@@ -373,7 +373,7 @@ class TopkSelector {
   bool sample_tried_ = false;
   std::int64_t forced_rank_ = 0;
   Vector cand_value_;
-  Vector bucket_;  // the resolve's threshold bin (select_bucket_cap entries)
+  Vector bucket_;  // the gathered sample, then the resolve's threshold bin (select_bucket_cap)
   detail::RadixPath<ExecSpace> radix_;
 };
 

@@ -82,11 +82,9 @@ struct SampleList {
   }
 };
 
-/// Host teams: asks the cache for entry p of the list ahead of its use. A no-op except for
-/// the strided sample, which misses on every entry (one line per stride) with positions
-/// the hardware prefetchers do not follow (the jitter).
-template <class List>
-KOKKOS_FORCEINLINE_FUNCTION void prefetch_entry(const List&, std::int64_t) {}
+/// Host code: asks the cache for sample entry p ahead of its use (a no-op in device code and
+/// past the sample's end). A strided sample misses on every entry, at positions the hardware
+/// prefetchers do not follow (the jitter).
 template <class Mem, bool Feedback>
 KOKKOS_FORCEINLINE_FUNCTION void prefetch_entry(const SampleList<Mem, Feedback>& list,
                                                 std::int64_t p) {
