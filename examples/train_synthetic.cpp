@@ -60,23 +60,26 @@ struct Result {
   double iteration_s = 0;     ///< median over timed iterations of the slowest rank's time
   double not_hidden_s = 0;    ///< median of the slowest rank's wait for communication
   double sparsify_s = 0;      ///< median of the slowest rank's top-k time
+  double sparsify_cpu_s = 0;  ///< median of the largest CPU time in it (thread CPU clock)
   double bytes_per_iter = 0;  ///< each rank sends (mean)
   double predicted_s = -1;    ///< the plan's predicted iteration (omgs methods)
   std::string note;
-  std::vector<double> iters, waits, sparsifies;  ///< per timed iteration (slowest rank)
+  std::vector<double> iters, waits, sparsifies, sparsify_cpus;  ///< per timed iteration
 
   /// Records one timed iteration; summarize() turns the records into the medians, which
   /// one stalled iteration (a TCP retransmission, a descheduled rank) does not move.
-  void record(double iter, double wait, double sparsify) {
+  void record(double iter, double wait, double sparsify, double sparsify_cpu) {
     iters.push_back(iter);
     waits.push_back(wait);
     sparsifies.push_back(sparsify);
+    sparsify_cpus.push_back(sparsify_cpu);
   }
   void summarize() {
     if (iters.empty()) return;
     iteration_s = omgs_examples::median(iters);
     not_hidden_s = omgs_examples::median(waits);
     sparsify_s = omgs_examples::median(sparsifies);
+    sparsify_cpu_s = omgs_examples::median(sparsify_cpus);
   }
 };
 
@@ -149,16 +152,18 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     const double iter = max_over_ranks(MPI_COMM_WORLD, st.iteration_s);
     const double wait = max_over_ranks(MPI_COMM_WORLD, st.finish_wait_s);
     const double sparsify = max_over_ranks(MPI_COMM_WORLD, st.sparsify_s);
+    const double sparsify_cpu = max_over_ranks(MPI_COMM_WORLD, st.sparsify_cpu_s);
     const bool timed = it >= warmup;
     if (timed) {
-      r.record(iter, wait, sparsify);
+      r.record(iter, wait, sparsify, sparsify_cpu);
       r.bytes_per_iter += static_cast<double>(st.bytes_sent) / args.iterations;
     }
     if (!args.quiet && rank == 0)
-      std::printf("[%-9s] %s %3d/%d: %.4f s  (sparsify %.4f s, waited %.4f s), %zu groups\n",
-                  planner.c_str(), timed ? "iteration" : "warm-up  ",
-                  timed ? it - warmup + 1 : it + 1, timed ? args.iterations : warmup, iter,
-                  sparsify, wait, rt.plan().groups.size());
+      std::printf(
+          "[%-9s] %s %3d/%d: %.4f s  (sparsify %.4f s, cpu %.4f s, waited %.4f s), %zu groups\n",
+          planner.c_str(), timed ? "iteration" : "warm-up  ", timed ? it - warmup + 1 : it + 1,
+          timed ? args.iterations : warmup, iter, sparsify, sparsify_cpu, wait,
+          rt.plan().groups.size());
     if (st.refitted && !args.quiet && rank == 0) print_refit(planner, rt.last_refit());
     if (st.refitted && !args.quiet && rank == 0) print_points(planner, rt.last_refit());
   }
@@ -211,7 +216,7 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     const double wait = max_over_ranks(MPI_COMM_WORLD, d.wait_s);
     const bool timed = it >= args.warmup;
     if (timed) {
-      r.record(iter, wait, 0.0);
+      r.record(iter, wait, 0.0, 0.0);
       r.bytes_per_iter += 4.0 * static_cast<double>(ex.flat().extent(0)) / args.iterations;
     }
     if (!args.quiet && rank == 0)
@@ -273,15 +278,15 @@ void print_table(const Args& args, const std::vector<Result>& results) {
   std::printf("\n%d timed iterations each (after %d warm-up), slowest rank, medians:\n",
               args.iterations, args.warmup);
   std::printf(
-      "  method        groups  iteration_s  not_hidden_comm_s  sparsify_s  sent/rank/iter  "
-      "predicted_s  speedup_vs_dense  allreduce\n");
+      "  method        groups  iteration_s  not_hidden_comm_s  sparsify_s  sparsify_cpu_s  "
+      "sent/rank/iter  predicted_s  speedup_vs_dense  allreduce\n");
   for (const Result& r : results) {
     char pred[16] = "-", speed[16] = "-";
     if (r.predicted_s >= 0) std::snprintf(pred, sizeof pred, "%.4f", r.predicted_s);
     if (dense > 0) std::snprintf(speed, sizeof speed, "%.2f", dense / r.iteration_s);
-    std::printf("  %-12s  %6zu  %11.4f  %17.4f  %10.4f  %14s  %11s  %16s  %s\n", r.method.c_str(),
-                r.groups, r.iteration_s, r.not_hidden_s, r.sparsify_s,
-                bytes_text(r.bytes_per_iter).c_str(), pred, speed,
+    std::printf("  %-12s  %6zu  %11.4f  %17.4f  %10.4f  %14.4f  %14s  %11s  %16s  %s\n",
+                r.method.c_str(), r.groups, r.iteration_s, r.not_hidden_s, r.sparsify_s,
+                r.sparsify_cpu_s, bytes_text(r.bytes_per_iter).c_str(), pred, speed,
                 r.note.empty() ? "-" : r.note.c_str());
   }
 }

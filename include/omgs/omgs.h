@@ -96,6 +96,8 @@ typedef struct omgs_iteration_stats {
   uint32_t model_generation; /* +1 at each refit of the performance model */
   uint32_t plan_generation;  /* +1 at each change of plan (profiling, closed loop) */
   int refitted;              /* the model was refitted after this iteration */
+  /* The calling thread's CPU time in the sparsify steps (IterationStats::sparsify_cpu_s). */
+  double sparsify_cpu_s;
 } omgs_iteration_stats;
 
 /* The closed loop's last refit (all zero, model "", before the first). Identical on every

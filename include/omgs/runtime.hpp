@@ -122,9 +122,14 @@ struct IterationStats {
   int failed_group = -1;        ///< group of a nonfinite_gradient / comm_failed status
   std::uint64_t nonfinite = 0;  ///< non-finite entries this rank found
   double sparsify_s = 0.0;      ///< this rank's top-k + packing time
-  double finish_wait_s = 0.0;   ///< time finish() waited for communication
-  double aggregate_s = 0.0;     ///< scatter-add time
-  double iteration_s = 0.0;     ///< first ready() to the end of finish()
+  /// The CPU time of the calling thread in those steps (CLOCK_THREAD_CPUTIME_ID): the wall
+  /// time less what other threads took from it where ranks share cores. It counts neither
+  /// the other threads of an OpenMP back-end nor a device's kernels (there it is the host's
+  /// launch and fence time).
+  double sparsify_cpu_s = 0.0;
+  double finish_wait_s = 0.0;  ///< time finish() waited for communication
+  double aggregate_s = 0.0;    ///< scatter-add time
+  double iteration_s = 0.0;    ///< first ready() to the end of finish()
   /// This rank's contribution to the allgathers: k (index, value) pairs of 8 bytes per
   /// group. (With P ranks every rank receives P times as much; a ring allreduce of the
   /// dense gradient moves about 2 * 4 * n bytes per rank.)

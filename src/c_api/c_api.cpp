@@ -207,6 +207,7 @@ int omgs_finish(omgs_runtime* rt, omgs_iteration_stats* stats) {
     stats->failed_group = st.failed_group;
     stats->nonfinite = st.nonfinite;
     stats->sparsify_s = st.sparsify_s;
+    stats->sparsify_cpu_s = st.sparsify_cpu_s;
     stats->finish_wait_s = st.finish_wait_s;
     stats->aggregate_s = st.aggregate_s;
     stats->iteration_s = st.iteration_s;

@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
     rc = omgs_finish(rt, &st);
     EXPECT(rc == OMGS_OK && st.status == OMGS_OK && st.iteration == (uint64_t)it);
     EXPECT(st.bytes_sent == 8 * (1000 + 300 + 10));
+    EXPECT(st.sparsify_cpu_s > 0 && st.sparsify_cpu_s <= st.sparsify_s + 1e-3);
     for (size_t l = 0; l < 3; ++l) {
       const float* a = omgs_aggregated(rt, l, &n);
       const float* r = omgs_residual(rt, l, NULL);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../../src/comm/backoff.hpp"
+#include "../../src/comm/clock.hpp"
 #include "../../src/comm/layout.hpp"
 #include "../runtime/runtime_test_support.hpp"
 #include "omgs_catch.hpp"
@@ -98,6 +99,30 @@ TEST_CASE("back-off: spins, yields, then sleeps with a doubling period that is b
   c.pause();
   CHECK(c.sleeping());
   CHECK(time_pauses(c, 3) >= 3e-3);
+}
+
+TEST_CASE("the thread CPU clock counts this thread's work, not its sleep or other threads'",
+          "[comm][contention]") {
+  using omgs::detail::now_s;
+  using omgs::detail::thread_cpu_s;
+  // Asleep while another thread spins: the wall clock moves, this thread's CPU clock hardly.
+  double cpu0 = thread_cpu_s(), wall0 = now_s();
+  {
+    BusyThreads busy(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  }
+  const double slept_cpu = thread_cpu_s() - cpu0, slept_wall = now_s() - wall0;
+  CHECK(slept_wall >= 0.06);
+  CHECK(slept_cpu >= 0);
+  CHECK(slept_cpu < 0.03);
+  // Working: the CPU clock moves, and never ahead of the wall clock (beyond its resolution).
+  cpu0 = thread_cpu_s();
+  wall0 = now_s();
+  volatile double x = 0;
+  while (thread_cpu_s() - cpu0 < 0.02) x = x + 1;
+  const double worked_cpu = thread_cpu_s() - cpu0, worked_wall = now_s() - wall0;
+  CHECK(worked_cpu >= 0.02);
+  CHECK(worked_cpu <= worked_wall + 1e-3);
 }
 
 TEST_CASE("rank layout: threads wanted, oversubscription, description", "[comm][contention]") {

@@ -161,6 +161,9 @@ TEST_CASE("the measured timeline is consistent and follows the pipeline", "[runt
   }
   CHECK(t.compute_end_s == prev_topk_end);
   const omgs::RuntimeStats rs = rt.stats();
+  // The sparsify steps' CPU time: some, and at most their wall time (clock resolution aside).
+  CHECK(rs.last.sparsify_cpu_s > 0);
+  CHECK(rs.last.sparsify_cpu_s <= rs.last.sparsify_s + 1e-3);
   CHECK(rs.measured.iteration_end_s == t.iteration_end_s);
   CHECK(rs.last.iteration == 0);
   CHECK(rs.progress.groups_completed == rt.plan().groups.size());
