@@ -19,9 +19,16 @@ std::vector<float> residual_for(const std::vector<float>& grad, std::uint32_t se
   return residual;
 }
 
+/// A forced sample rank whose bound misses for k: the sample's maximum (about n / s entries
+/// at or above it, too few for k >= 4 n / s), else its minimum (nearly every entry a
+/// candidate: the segments overflow where n exceeds the candidate buffer).
+std::int64_t fallback_rank(std::size_t n, std::size_t k) {
+  return k >= 4 * (n / sample_size(n)) ? 1 : std::int64_t(1) << 20;
+}
+
 /// residual_out at float offsets 0..3 of a buffer (the bracket pass's aligned entry and chunk
-/// ends move), with the sampled path (rank 0: it must hold) and a forced fallback (rank 1);
-/// every result checked against the reference sort. k_of(offset) gives k.
+/// ends move), with the sampled path (rank 0: it must hold) and a fallback forced after the
+/// bracket pass; every result checked against the reference sort. k_of(offset) gives k.
 template <class K>
 void check_every_alignment(Selector& sel, const std::vector<float>& grad,
                            const std::vector<float>& residual, const K& k_of) {
@@ -32,8 +39,8 @@ void check_every_alignment(Selector& sel, const std::vector<float>& grad,
   FloatView buffer("residual_out buffer", n + 3);
   for (std::size_t offset = 0; offset < 4; ++offset) {
     const FloatView dout = Kokkos::subview(buffer, std::make_pair(offset, offset + n));
-    for (std::int64_t rank : {std::int64_t(0), std::int64_t(1)}) {
-      const std::size_t k = k_of(offset);
+    const std::size_t k = k_of(offset);
+    for (std::int64_t rank : {std::int64_t(0), fallback_rank(n, k)}) {
       INFO("n = " << n << ", offset " << offset << ", k = " << k << ", forced rank " << rank);
       sel.force_sample_rank(rank);
       Kokkos::deep_copy(buffer, std::nanf(""));

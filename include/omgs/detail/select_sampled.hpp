@@ -1,6 +1,7 @@
 // Internal part of module select: the kernels of the small-n path and of the sampled path
 // (docs/select.md). Small n: one team does the whole selection. Sampled path: a one-team
-// kernel estimates a lower key bound from a strided sample, ONE fused pass over the input
+// kernel estimates a lower key bound from a sample (gathered in blocks of 16 entries by a
+// parallel kernel), ONE fused pass over the input
 // counts the non-finite entries and compacts the entries at or above the bound into
 // per-team segments of a candidate buffer, a one-team kernel resolves the exact threshold
 // on the candidates and writes the output, and (feedback form) one pass writes the new
@@ -25,15 +26,17 @@ constexpr std::size_t select_small_n = 8192;
 /// Largest strided sample of the sampled path.
 constexpr std::int64_t select_sample_max = 16384;
 
-/// Size of the strided sample for n entries: n / 256 within [1024, 16384], at most n / 4.
-/// A sampled entry costs a cache miss and ~30 instructions in the one-team sample kernel,
-/// some 20x an entry of the bracket pass, so a fixed 16384 cost mid-size groups (2^13 to
-/// 2^22 entries, most of a CNN's layers) as much as their bracket pass; a smaller sample
-/// only widens the bracket (more candidates for the resolve, which reads them from cache).
+/// Size of the sample for n entries: n / 256 within [1024, 16384], at most n / 4, in whole
+/// blocks (a multiple of select_sample_block). A sampled entry costs ~30 instructions in the
+/// one-team sample kernel and each block a cache miss per stream, so a fixed 16384 cost
+/// mid-size groups (2^13 to 2^22 entries, most of a CNN's layers) as much as their bracket
+/// pass; a smaller sample only widens the bracket (more candidates for the resolve, which
+/// reads them from cache).
 constexpr std::int64_t select_sample_size(std::int64_t n) {
   const std::int64_t s =
       n / 256 < 1024 ? 1024 : (n / 256 > select_sample_max ? select_sample_max : n / 256);
-  return s < n / 4 ? s : n / 4;
+  const std::int64_t capped = s < n / 4 ? s : n / 4;
+  return capped - capped % select_sample_block;
 }
 /// From this size on the one-read feedback form streams the new residual past the caches on
 /// host backends. The runtime reads a group's residual again one iteration later, after
@@ -109,7 +112,7 @@ struct SelectSampleGather {
   SampleList<Mem, Feedback> sample;
   Kokkos::View<float*, Mem> buf;
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t p) const {
-    prefetch_entry(sample, p + select_prefetch_ahead);
+    if (p % select_sample_block == 0) prefetch_entry(sample, p + select_sample_prefetch_ahead);
     buf(p) = sample.value(p);
   }
 };

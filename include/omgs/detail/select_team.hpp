@@ -59,11 +59,19 @@ KOKKOS_FORCEINLINE_FUNCTION float first_value(const AccList<Mem>& list, std::int
   return list.store(p);
 }
 
-/// A jittered strided sample of the input: entry p is src(p * stride + j(p)), j(p) in
-/// [0, stride) from a multiplicative hash of p. A plain stride aliases with periodic data
-/// (a period dividing the stride: the sample sees one phase only, e.g. every 5th entry 0 and
-/// a stride of 195) and the bracket misses; the jitter keeps the positions deterministic
-/// (the same on every backend and rank) without a period.
+/// Entries per block of the sample: 16 floats, one 64-byte cache line (two where a group's
+/// view starts inside a line).
+constexpr std::int64_t select_sample_block = 16;
+
+/// A jittered strided sample of the input, taken in blocks of select_sample_block
+/// consecutive entries: sample entry p = 16 b + o is src(16 b stride + 16 j(b) + o), j(b) in
+/// [0, stride) from a multiplicative hash of the block b. A plain stride aliases with
+/// periodic data (a period dividing the stride: the sample sees one phase only, e.g. every
+/// 5th entry 0 and a stride of 195) and the bracket misses; the jitter keeps the positions
+/// deterministic (the same on every backend and rank) without a period. The blocks make a
+/// sample of s entries touch s / 16 cache lines per stream instead of s: each line is a
+/// miss at a position the prefetchers cannot guess, and s misses had made the sample cost
+/// mid-size groups a sixth of their call (omgs-bench-topk-layers, docs/select.md).
 template <class Mem, bool Feedback>
 struct SampleList {
   SelectSource<Mem, Feedback> src;
@@ -72,9 +80,12 @@ struct SampleList {
   KOKKOS_INLINE_FUNCTION std::int64_t seg_begin(int) const { return 0; }
   KOKKOS_INLINE_FUNCTION std::int64_t seg_len(int) const { return count; }
   KOKKOS_FORCEINLINE_FUNCTION std::int64_t position(std::int64_t p) const {
+    const std::int64_t b = p / select_sample_block, o = p % select_sample_block;
     // Knuth's multiplicative hash, scaled to [0, stride) by a multiply-high (no division).
-    const std::uint32_t h = static_cast<std::uint32_t>(p) * 2654435761u;
-    return p * stride + static_cast<std::int64_t>((std::uint64_t(h) * std::uint64_t(stride)) >> 32);
+    const std::uint32_t h = static_cast<std::uint32_t>(b) * 2654435761u;
+    const std::int64_t j =
+        static_cast<std::int64_t>((std::uint64_t(h) * std::uint64_t(stride)) >> 32);
+    return (b * stride + j) * select_sample_block + o;
   }
   KOKKOS_FORCEINLINE_FUNCTION float value(std::int64_t p) const { return src(position(p)); }
   KOKKOS_FORCEINLINE_FUNCTION std::uint32_t index(std::int64_t p) const {
@@ -83,8 +94,8 @@ struct SampleList {
 };
 
 /// Host code: asks the cache for sample entry p ahead of its use (a no-op in device code and
-/// past the sample's end). A strided sample misses on every entry, at positions the hardware
-/// prefetchers do not follow (the jitter).
+/// past the sample's end). Each block of the sample misses, at positions the hardware
+/// prefetchers do not follow (the jitter); the gather asks once per block.
 template <class Mem, bool Feedback>
 KOKKOS_FORCEINLINE_FUNCTION void prefetch_entry(const SampleList<Mem, Feedback>& list,
                                                 std::int64_t p) {
@@ -108,6 +119,8 @@ KOKKOS_FORCEINLINE_FUNCTION void prefetch_for_write(const float* p) {
 }
 /// How many entries ahead host teams prefetch (the sample's misses overlap this many deep).
 constexpr std::int64_t select_prefetch_ahead = 16;
+/// Sample entries the gather prefetches ahead: four blocks.
+constexpr std::int64_t select_sample_prefetch_ahead = 4 * select_sample_block;
 
 /// The candidate buffer of the sampled path: segment s (one per team of the bracket pass)
 /// starts at s * stride and holds min(counts(2 s), stride - 1) entries, in index order.
