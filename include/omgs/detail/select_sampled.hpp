@@ -39,13 +39,13 @@ constexpr std::int64_t select_sample_size(std::int64_t n) {
   return capped - capped % select_sample_block;
 }
 /// From this size on the one-read feedback form streams the new residual past the caches on
-/// host backends. The runtime reads a group's residual again one iteration later, after
-/// every other group (and the training code) went through the caches, so what matters is
-/// the model's size, not the call's: a call of 2^18 entries moves 3 MiB, more than a core's
-/// L2, and a layer-wise plan of ResNet-50 is mostly such calls (omgs-bench-topk-layers:
-/// layer-wise 25.9 -> 23.1 ms against 2^22, the one-group call unchanged). A loop that
-/// keeps one 2^18..2^22-entry residual in the last-level cache loses that cache hit.
-constexpr std::int64_t select_stream_min = std::int64_t(1) << 18;
+/// host backends (non-temporal stores: no read of the line first, no eviction of the
+/// inputs). Smaller calls write through the cache. Where the threshold belongs was measured
+/// both ways on two VMs (docs/select.md, "Sampled path"): 2^18 won there on one (layer-wise
+/// ResNet-50 25.9 -> 23.1 ms against 2^22), 2^22 on the other, in one process (layer-wise /
+/// one group 1.31 -> 1.13) and in the 2-rank runtime (sparsify CPU time 1.31-1.41 ->
+/// 1.00-1.17), even at 4 ranks (1.27 -> 1.26, medians of 5 jobs). 2^22: the later machine.
+constexpr std::int64_t select_stream_min = std::int64_t(1) << 22;
 /// Size of the resolve's gather buffer: its threshold bin is copied there when it fits.
 /// The sample is gathered there first (SelectSampleGather), so it holds the largest sample.
 constexpr std::size_t select_bucket_cap = 16384;
