@@ -23,7 +23,7 @@ namespace detail {
 
 /// Inputs up to this size take the one-team path (one launch, one host read-back).
 constexpr std::size_t select_small_n = 8192;
-/// Largest strided sample of the sampled path.
+/// Largest sample of the sampled path.
 constexpr std::int64_t select_sample_max = 16384;
 
 /// Size of the sample for n entries: n / 256 within [1024, 16384], at most n / 4, in whole
@@ -102,10 +102,10 @@ struct SelectOneTeam {
   }
 };
 
-/// The sampled path's first kernel: the strided sample copied to a contiguous buffer (one
-/// entry per thread; host threads prefetch ahead). Each sampled entry is a cache miss: this
-/// way every thread (on a GPU, the whole device) shares them, and the one-team sample kernel
-/// then reads the buffer from cache.
+/// The sampled path's first kernel: the sample copied to a contiguous buffer (one entry per
+/// thread, so a GPU reads each block coalesced; host threads prefetch four blocks ahead).
+/// Each block is a cache miss: this way every thread (on a GPU, the whole device) shares
+/// them, and the one-team sample kernel then reads the buffer from cache.
 template <class Exec, bool Feedback>
 struct SelectSampleGather {
   using Mem = typename Exec::memory_space;
