@@ -117,7 +117,7 @@ KOKKOS_FORCEINLINE_FUNCTION void prefetch_for_write(const float* p) {
   (void)p;
 #endif
 }
-/// How many entries ahead host teams prefetch (the sample's misses overlap this many deep).
+/// How many indices ahead the zeroing kernel prefetches its scattered writes on host teams.
 constexpr std::int64_t select_prefetch_ahead = 16;
 /// Sample entries the gather prefetches ahead: four blocks.
 constexpr std::int64_t select_sample_prefetch_ahead = 4 * select_sample_block;
