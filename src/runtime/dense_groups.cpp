@@ -12,12 +12,9 @@ namespace omgs::detail {
 
 void RuntimeImpl::send_dense(std::size_t g) {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::dense"));
-  topk_start_s[g] = now_s();
-  const double cpu0 = detail::thread_cpu_s();
+  const double cpu0 = begin_sparsify(g);
   detail::fence(exec());  // the gradient is complete before MPI reads it
-  topk_end_s[g] = now_s();
-  current.sparsify_s += topk_end_s[g] - topk_start_s[g];
-  current.sparsify_cpu_s += detail::thread_cpu_s() - cpu0;
+  end_sparsify(g, cpu0);
   Kokkos::Profiling::popRegion();
   submit(g);
   current.bytes_sent += group_numel[g] * sizeof(float);

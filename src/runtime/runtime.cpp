@@ -87,8 +87,7 @@ Status RuntimeImpl::ready(std::size_t l) noexcept {
 void RuntimeImpl::sparsify(std::size_t g) {
   if (is_dense(g)) return send_dense(g);
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::sparsify"));
-  const double t0 = now_s(), cpu0 = detail::thread_cpu_s();
-  topk_start_s[g] = t0;
+  const double cpu0 = begin_sparsify(g);
   const auto range = group_range(g);
   // The one-read form: the new residual goes to the group's other buffer, which becomes
   // current on success; on failure the current one is untouched and stays current.
@@ -103,9 +102,7 @@ void RuntimeImpl::sparsify(std::size_t g) {
   }
   kernels::pack_pairs(exec(), send, send_offset[g], sel_index, sel_value, group_k[g], failed);
   detail::fence(exec());  // the pairs are complete before MPI sees them
-  topk_end_s[g] = now_s();
-  current.sparsify_s += topk_end_s[g] - t0;
-  current.sparsify_cpu_s += detail::thread_cpu_s() - cpu0;
+  end_sparsify(g, cpu0);
   Kokkos::Profiling::popRegion();
   submit(g);
 }
