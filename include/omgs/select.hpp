@@ -23,7 +23,6 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -278,13 +277,7 @@ class TopkSelector {
     const std::int64_t n = static_cast<std::int64_t>(src.a.extent(0));
     const std::int64_t s = detail::select_sample_size(n);
     const std::int64_t stride = n / s;
-    // Sample rank of the bound: the expected rank of the k-th entry plus 6 standard
-    // deviations of an independent sample (the blocks of 16 entries are not independent
-    // where large entries cluster: 4 had missed 1 of 16 calls of row-scaled data at 4 M
-    // entries, d = 0.01), so that fewer than k entries lie at or above the bound, or more
-    // than the candidate buffer holds, very rarely.
-    const double q = static_cast<double>(k) * static_cast<double>(s) / static_cast<double>(n);
-    std::int64_t rank = static_cast<std::int64_t>(q + 6.0 * std::sqrt(q) + 16.0);
+    std::int64_t rank = detail::select_bound_rank(k, s, n);
     if (forced_rank_ > 0) rank = forced_rank_;
     if (rank >= s && forced_rank_ <= 0) return false;
     if (rank > s) rank = s;
