@@ -31,6 +31,28 @@ omgs_ensure_packages() {
   fi
 }
 
+# omgs_mpi_flavour: "openmpi" or "mpich", from the mpiexec on PATH (MPICH's
+# mpiexec.hydra when there is no plain mpiexec). Only meaningful once the packages are
+# installed: call omgs_ensure_packages first (a fresh machine has no mpiexec at all, and
+# the answer made before the install was always "mpich").
+omgs_mpi_flavour() {
+  if mpiexec --version 2>&1 | grep -q -e "Open MPI" -e "OpenRTE"; then
+    echo openmpi
+  elif command -v mpiexec >/dev/null 2>&1 || command -v mpiexec.mpich >/dev/null 2>&1; then
+    echo mpich
+  else
+    omgs_log "no MPI launcher (mpiexec) on PATH after installing the packages"
+    return 1
+  fi
+}
+
+# omgs_prepare_mpi: installs what is missing, then names the MPI that will run the jobs.
+# One function so that the order (install, then detect) cannot be undone by a caller.
+omgs_prepare_mpi() {
+  omgs_ensure_packages >&2
+  omgs_mpi_flavour
+}
+
 omgs_jobs() {
   local n
   n="$(nproc 2>/dev/null || echo 2)"

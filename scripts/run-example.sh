@@ -35,8 +35,8 @@ args=("$@")
 if [ "${#args[@]}" -eq 0 ]; then
   args=(--model resnet50)
 fi
-mpi=mpich
-if mpiexec --version 2>&1 | grep -q -e "Open MPI" -e "OpenRTE"; then mpi=openmpi; fi
+# Install first, then ask which MPI is there: on a fresh machine there is none before.
+mpi="$(omgs_prepare_mpi)"
 
 cluster="$OMGS_ROOT/scripts/cluster.sh"
 if [ "$mode" = cluster ] && ! why="$("$cluster" supported 2>&1)"; then
@@ -48,7 +48,6 @@ else
   echo "main job on shared memory, $ranks ranks on this machine (--shared-memory)"
 fi
 
-omgs_ensure_packages
 cd "$OMGS_ROOT"
 omgs_build "$OMGS_ROOT/build" -DOMGS_ENABLE_TESTS=OFF -DOMGS_ENABLE_BENCHMARKS=OFF \
   -DOMGS_ENABLE_EXAMPLES=ON >&2
