@@ -70,8 +70,14 @@ void BucketProgress::finish(const char* what) {
 
 bool BucketProgress::step(int ready) {
   bool did = false;
-  for (; posted_ < ready; ++posted_, did = true)
-    post_(posted_, &req_[static_cast<std::size_t>(posted_)]);
+  for (; posted_ < ready; ++posted_, did = true) {
+    MPI_Request& req = req_[static_cast<std::size_t>(posted_)];
+    post_(posted_, &req);
+    if (req == MPI_REQUEST_NULL) {  // a blocking collective: complete already
+      done_(posted_);
+      ++completed_;
+    }
+  }
   if (completed_ == posted_) return did;
   // MPI_Testsome, not MPI_Testall: MPICH 4.0's MPI_Testall asserts on a mix of collective
   // and null requests.

@@ -23,7 +23,8 @@ namespace omgs_examples {
 
 class BucketProgress {
  public:
-  /// Posts bucket b's non-blocking collective into *req.
+  /// Posts bucket b's non-blocking collective into *req; a blocking collective runs to its
+  /// end inside the call and leaves *req = MPI_REQUEST_NULL (done then follows at once).
   using Post = std::function<void(int b, MPI_Request* req)>;
   /// Bucket b's collective is complete (called once per bucket and iteration, on the
   /// thread that completed it).

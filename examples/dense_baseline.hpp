@@ -2,20 +2,23 @@
 //
 //   dense-bucket  gradients fused into buckets of --bucket-mb (default 25 MB, as PyTorch
 //                 DDP; the first one 1 MiB, as DDP's), filled in backward order (last
-//                 layers first); each bucket is MPI_Iallreduce'd as soon as it is full and
-//                 progressed by a thread of its own (bucket_progress.hpp) while the rest of
-//                 the backward pass runs. In-place
-//                 or separate send buffer: whichever a short measurement at start-up finds
-//                 faster (rank 0 decides, all ranks follow).
+//                 layers first); each bucket is allreduced as soon as it is full, by a
+//                 thread of its own (bucket_progress.hpp) while the rest of the backward
+//                 pass runs. The form is whichever a short measurement at start-up finds
+//                 fastest (rank 0 decides, all ranks follow): MPI_Iallreduce in place or
+//                 with a separate send buffer, or a blocking MPI_Allreduce called by that
+//                 thread, as Horovod's background thread does.
 //   dense-layer   one MPI_Iallreduce per layer, posted as soon as the layer's gradient exists.
 //
 // Where the gradient buffer is host memory (Serial, OpenMP) MPI reduces in it directly, as
 // DDP's gradient_as_bucket_view: no copy; each bucket is averaged as soon as its allreduce
 // completes. Device memory is staged through a host copy (no GPU-aware MPI assumed).
 //
-// MPI's choice of algorithm for MPI_Iallreduce is the library's: Open MPI 4.1's libnbc uses
-// a binomial reduce + broadcast for P < 4 or in-place buffers unless
-// OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 (ring); describe_allreduce() names it.
+// MPI's choice of algorithm is the library's, and differs between the two calls: Open MPI
+// 4.1's libnbc MPI_Iallreduce uses a binomial reduce + broadcast for P < 4 or in-place
+// buffers unless OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 (ring), while its tuned
+// MPI_Allreduce picks a ring for large messages. Measuring both at start-up gives a user who
+// sets no variable the faster one; describe_allreduce_setting() names any variable set.
 #pragma once
 
 #include <mpi.h>
@@ -57,16 +60,25 @@ struct AllreduceVariant {
   /// Progressed by a thread of the exchange's own (needs MPI_THREAD_MULTIPLE), else in the
   /// caller's ready() and finish() calls.
   bool progress_thread = false;
+  /// A blocking MPI_Allreduce (in place) called by the progress thread instead of
+  /// MPI_Iallreduce; only with progress_thread (inline it would stall the backward pass).
+  bool blocking = false;
   /// e.g. "MPI_Iallreduce in-place (MPI's auto), progress thread"
   std::string describe() const;
 };
 
-/// Times MPI_Iallreduce of `numel` floats in place and with a separate send buffer
-/// (`trials` each, alternating, after one warm-up), and returns the faster by rank 0's
-/// medians, broadcast so that every rank uses the same; progress_thread is set where MPI
-/// provides MPI_THREAD_MULTIPLE. Collective.
+/// The medians choose_allreduce measured (seconds; NaN for a form it did not time).
+struct AllreduceTimes {
+  double in_place_s = 0, separate_s = 0, blocking_s = 0;
+};
+
+/// Times MPI_Iallreduce of `numel` floats in place and with a separate send buffer and,
+/// where MPI provides MPI_THREAD_MULTIPLE (so a progress thread can call it), a blocking
+/// in-place MPI_Allreduce (`trials` each, alternating, after one warm-up), and returns the
+/// fastest by rank 0's medians, broadcast so that every rank uses the same; progress_thread
+/// is set where MPI provides MPI_THREAD_MULTIPLE. Collective.
 AllreduceVariant choose_allreduce(MPI_Comm comm, std::size_t numel, int trials,
-                                  double* in_place_s = nullptr, double* separate_s = nullptr);
+                                  AllreduceTimes* times = nullptr);
 
 /// The library's allreduce algorithm setting, as far as the environment says
 /// (Open MPI's OMPI_MCA_coll_libnbc_iallreduce_algorithm, MPICH's

@@ -1,0 +1,88 @@
+// A sparse allreduce of one group's selected (index, value) pairs, in the style of Ok-Topk
+// (Li and Hoefler, PPoPP 2022), whose volume per rank stays near O(k) where an allgather of
+// every rank's k pairs receives (P - 1) k:
+//
+//   1. split and reduce: the group's index range is cut into P regions, one per rank (even
+//      at first, then balanced by the last result's indices); each rank sends the pairs it
+//      selected in region j to rank j (counts by MPI_Ialltoall, pairs point to point, each
+//      rank starting at its right-hand neighbour so that no rank is hit by all at once), and
+//      each rank sums what it receives for its region;
+//   2. global selection: two small histogram allreduces find the magnitude above which
+//      about k of all reduced entries lie (exact to 2^-11 of the k-th magnitude);
+//   3. the survivors of every region are allgathered (MPI_Iallgather of the counts, then
+//      MPI_Iallgatherv), so every rank holds the same sums.
+//
+// The result is the global top-k of the summed pairs, not the sum of every rank's top-k: a
+// rank's pair whose index did not survive is returned by dropped(), for its residual, so no
+// gradient mass is lost. Every step is non-blocking: test() advances the exchange and never
+// waits, so a progress thread can drive it beside other collectives. One exchange at a time
+// per object; its MPI calls use a duplicate of the communicator of its own.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <omgs/comm.hpp>
+#include <omgs/export.hpp>
+
+namespace omgs::detail {
+
+class OMGS_EXPORT SparseAllreduce {
+ public:
+  /// Bytes this rank sent and received in the last exchange (payload only: pairs, counts,
+  /// histograms), and how many entries survived in all.
+  struct Stats {
+    std::uint64_t bytes_sent = 0, bytes_received = 0;
+    std::uint64_t survivors = 0;
+  };
+  enum class Phase : std::uint8_t {
+    idle,
+    counts,
+    pairs,
+    coarse,
+    fine,
+    gather_counts,
+    gather,
+    done
+  };
+
+  /// Collective over comm (duplicates it): a group of `n` elements of which about `k` in all
+  /// survive each exchange. Throws omgs::Error on every rank if the ranks disagree on n or k,
+  /// or if n exceeds 2^32 (indices are 32-bit).
+  SparseAllreduce(MPI_Comm comm, std::uint64_t n, std::uint64_t k);
+  ~SparseAllreduce();
+  SparseAllreduce(const SparseAllreduce&) = delete;
+  SparseAllreduce& operator=(const SparseAllreduce&) = delete;
+
+  /// Starts an exchange of this rank's `count` pairs (indices below n, distinct, any order;
+  /// copied). Throws omgs::Error if one is in flight. A pair outside the group makes every
+  /// rank's test() throw omgs::Error (this rank's names the pair), with no pair exchanged.
+  void start(const SparsePair* pairs, std::size_t count);
+  /// Advances the exchange without blocking; true once it is complete. Throws omgs::Error
+  /// naming the step on an MPI error.
+  bool test();
+  /// test() until complete, for at most timeout_s; false past it (phase() says where).
+  bool wait(double timeout_s);
+
+  /// After completion: the surviving entries of every region, sorted by index, each the sum
+  /// over ranks; identical on every rank.
+  const std::vector<SparsePair>& survivors() const noexcept;
+  /// After completion: this rank's pairs whose index did not survive.
+  const std::vector<SparsePair>& dropped() const noexcept;
+  /// The regions the next exchange uses: region r is [bounds[r], bounds[r + 1]).
+  const std::vector<std::uint64_t>& bounds() const noexcept;
+  const Stats& stats() const noexcept;
+  Phase phase() const noexcept;
+  static const char* to_string(Phase p) noexcept;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace omgs::detail

@@ -1,0 +1,86 @@
+// The host-side steps of the sparse allreduce (detail/sparse_allreduce.hpp), without MPI:
+// the regions of a group's index range, the reduction of the pairs a region's owner receives,
+// the global magnitude threshold from two histograms, and the pairs a rank must take back.
+//
+// The threshold keeps about k entries of all ranks' reduced regions together: a coarse
+// histogram of |value| (agreed over ranks by an allreduce) finds the bin that holds the k-th
+// largest, a fine histogram of that bin alone finds it to 2^-11 of its magnitude, and every
+// entry at or above that bin's lower edge survives: k plus the ties of the last fine bin.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <omgs/comm.hpp>
+#include <omgs/export.hpp>
+
+namespace omgs::detail::sparse_allreduce {
+
+/// Bins of each histogram: the coarse one is over the top 10 bits of |value|'s bits (sign
+/// excluded: 8 exponent bits and 2 mantissa bits), the fine one over the next 10.
+inline constexpr int hist_bins = 1024;
+inline constexpr int coarse_shift = 21;
+inline constexpr int fine_shift = 11;
+
+/// |v|'s bits: ordered as |v| is (NaN above infinity, so it survives and is seen downstream).
+inline std::uint32_t magnitude_key(float v) noexcept {
+  std::uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b & 0x7fffffffu;
+}
+
+/// Region r of [0, n) is [bounds[r], bounds[r + 1]); P + 1 bounds cutting it evenly.
+OMGS_EXPORT std::vector<std::uint64_t> even_bounds(std::uint64_t n, int ranks);
+
+/// Bounds giving each region about the same number of `sorted` (ascending indices < n): the
+/// indices every rank received as the last exchange's result, so every rank computes the
+/// same bounds. Fewer than `ranks` entries: even bounds.
+OMGS_EXPORT std::vector<std::uint64_t> balanced_bounds(const std::vector<SparsePair>& sorted,
+                                                       std::uint64_t n, int ranks);
+
+/// This rank's pairs grouped by region (stable), counts[r] of them for region r. Throws
+/// omgs::Error naming the pair whose index is not below bounds.back().
+OMGS_EXPORT void bin_by_region(const SparsePair* pairs, std::size_t count,
+                               const std::vector<std::uint64_t>& bounds,
+                               std::vector<SparsePair>& out, std::vector<int>& counts);
+
+/// The pairs a region's owner received, in rank order, summed per index into `out`, sorted by
+/// index. Equal indices are added in rank order, so the sums do not depend on timing.
+OMGS_EXPORT void reduce_by_index(std::vector<SparsePair>& received, std::vector<SparsePair>& out);
+
+/// Histogram of `reduced`'s magnitudes: coarse (fine == false) over the top bits, or fine
+/// over the next bits of the entries in coarse bin `coarse` only. `hist` gets hist_bins counts.
+OMGS_EXPORT void histogram(const std::vector<SparsePair>& reduced, bool fine, std::uint32_t coarse,
+                           std::vector<std::int64_t>& hist);
+
+/// The highest bin b whose entries together with those above it number at least `want`
+/// (`above`: those strictly above it); -1 if all bins together hold fewer.
+OMGS_EXPORT int pick_bin(const std::vector<std::int64_t>& hist, std::int64_t want,
+                         std::int64_t& above);
+
+/// Where the threshold stands after the coarse histogram.
+struct CoarsePick {
+  bool keep_all = false;         ///< fewer than k entries in all: every one survives
+  bool keep_none = false;        ///< k == 0
+  std::uint32_t bin = 0;         ///< the coarse bin holding the k-th largest
+  std::int64_t want_in_bin = 0;  ///< how many of that bin's entries are wanted
+};
+OMGS_EXPORT CoarsePick pick_coarse(const std::vector<std::int64_t>& coarse_hist, std::uint64_t k);
+
+/// The key at and above which entries survive, from the coarse pick and the fine histogram
+/// of its bin (unused where the pick keeps all or none).
+OMGS_EXPORT std::uint32_t threshold_key(const CoarsePick& pick,
+                                        const std::vector<std::int64_t>& fine_hist);
+
+/// The entries of `reduced` whose magnitude key is >= threshold, in order.
+OMGS_EXPORT void select_at_or_above(const std::vector<SparsePair>& reduced, std::uint32_t threshold,
+                                    std::vector<SparsePair>& out);
+
+/// This rank's own pairs whose index is not among `survivors` (sorted by index): the
+/// selection dropped them, and their values go back into this rank's residual.
+OMGS_EXPORT void not_among(const SparsePair* own, std::size_t count,
+                           const std::vector<SparsePair>& survivors, std::vector<SparsePair>& out);
+
+}  // namespace omgs::detail::sparse_allreduce

@@ -1,0 +1,298 @@
+// The sparse allreduce's non-blocking exchange (include/omgs/detail/sparse_allreduce.hpp).
+#include <omgs/detail/sparse_allreduce.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <string>
+#include <thread>
+
+#include <omgs/detail/sparse_allreduce_steps.hpp>
+#include <omgs/error.hpp>
+
+#include "comm/collectives.hpp"
+
+namespace omgs::detail {
+
+namespace sa = sparse_allreduce;
+using Phase = SparseAllreduce::Phase;
+
+struct SparseAllreduce::Impl {
+  OwnedComm comm;
+  MPI_Datatype pair_type = MPI_DATATYPE_NULL;
+  std::uint64_t n = 0, k = 0;
+  int rank = 0, size = 1;
+  Phase phase = Phase::idle;
+  std::vector<std::uint64_t> bounds;
+  std::vector<SparsePair> own, binned, received, reduced, local, survivors, dropped;
+  std::vector<int> send_counts, recv_counts, send_displs, recv_displs;
+  std::vector<std::int64_t> coarse_hist, fine_hist;
+  sa::CoarsePick pick;
+  int local_count = 0;
+  std::string local_error;  // this rank's bad input, reported by every rank in post_pairs
+  std::vector<MPI_Request> requests;
+  Stats stats;
+
+  Impl(MPI_Comm c, std::uint64_t n_, std::uint64_t k_)
+      : comm(c, /*errors_return=*/true), n(n_), k(k_), rank(comm.rank()), size(comm.size()) {}
+
+  void check(int rc, const char* what) const {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    throw Error(std::string("omgs: sparse allreduce: ") + what +
+                " failed: " + std::string(text, static_cast<std::size_t>(len)));
+  }
+  MPI_Request* next_request() {
+    requests.push_back(MPI_REQUEST_NULL);
+    return &requests.back();
+  }
+  static int displs(const std::vector<int>& counts, std::vector<int>& out, const char* what) {
+    out.assign(counts.size(), 0);
+    long long at = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      out[r] = static_cast<int>(at);
+      at += counts[r];
+      if (counts[r] < 0 || at > INT_MAX)
+        throw Error(std::string("omgs: sparse allreduce: ") + what +
+                    " exceed 2^31-1 pairs or are negative");
+    }
+    return static_cast<int>(at);
+  }
+
+  void post_counts();
+  void post_pairs();
+  void post_histogram(bool fine);
+  void post_survivor_counts(std::uint32_t threshold);
+  void post_survivors();
+  void finish();
+  void advance();  // the requests of `phase` are complete: post the next step
+};
+
+void SparseAllreduce::Impl::post_counts() {
+  // Bad input still takes part in the counts' exchange, as -1 to every rank, so that every
+  // rank fails at once (post_pairs) instead of waiting for pairs that never come.
+  local_error.clear();
+  try {
+    sa::bin_by_region(own.data(), own.size(), bounds, binned, send_counts);
+  } catch (const Error& e) {
+    local_error = e.what();
+    send_counts.assign(static_cast<std::size_t>(size), -1);
+  }
+  recv_counts.assign(static_cast<std::size_t>(size), 0);
+  stats = {};
+  stats.bytes_sent = stats.bytes_received = static_cast<std::uint64_t>(size - 1) * sizeof(int);
+  check(MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm.get(),
+                      next_request()),
+        "MPI_Ialltoall of the region counts");
+  phase = Phase::counts;
+}
+
+void SparseAllreduce::Impl::post_pairs() {
+  for (int r = 0; r < size; ++r) {
+    if (recv_counts[static_cast<std::size_t>(r)] >= 0) continue;
+    phase = Phase::idle;
+    throw Error(!local_error.empty() ? local_error
+                                     : "omgs: sparse allreduce: rank " + std::to_string(r) +
+                                           " passed a pair outside the group (see its error)");
+  }
+  displs(send_counts, send_displs, "this rank's pairs");
+  const int total = displs(recv_counts, recv_displs, "the pairs received for this region");
+  received.resize(static_cast<std::size_t>(total));
+  const auto me = static_cast<std::size_t>(rank);
+  std::copy_n(binned.begin() + send_displs[me], send_counts[me],
+              received.begin() + recv_displs[me]);
+  for (int r = 0; r < size; ++r) {
+    const auto s = static_cast<std::size_t>(r);
+    if (r == rank || recv_counts[s] == 0) continue;
+    check(MPI_Irecv(received.data() + recv_displs[s], recv_counts[s], pair_type, r, 0, comm.get(),
+                    next_request()),
+          "MPI_Irecv of a region's pairs");
+    stats.bytes_received += static_cast<std::uint64_t>(recv_counts[s]) * sizeof(SparsePair);
+  }
+  // Rank r sends to r + 1 first, then r + 2, ...: at each step every rank has one peer.
+  for (int i = 1; i < size; ++i) {
+    const auto d = static_cast<std::size_t>((rank + i) % size);
+    if (send_counts[d] == 0) continue;
+    check(MPI_Isend(binned.data() + send_displs[d], send_counts[d], pair_type, static_cast<int>(d),
+                    0, comm.get(), next_request()),
+          "MPI_Isend of a region's pairs");
+    stats.bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
+  }
+  phase = Phase::pairs;
+}
+
+void SparseAllreduce::Impl::post_histogram(bool fine) {
+  std::vector<std::int64_t>& hist = fine ? fine_hist : coarse_hist;
+  sa::histogram(reduced, fine, pick.bin, hist);
+  const auto bytes = static_cast<std::uint64_t>(hist.size()) * sizeof(std::int64_t);
+  stats.bytes_sent += bytes;
+  stats.bytes_received += bytes;
+  check(MPI_Iallreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_INT64_T,
+                       MPI_SUM, comm.get(), next_request()),
+        fine ? "MPI_Iallreduce of the fine histogram" : "MPI_Iallreduce of the coarse histogram");
+  phase = fine ? Phase::fine : Phase::coarse;
+}
+
+void SparseAllreduce::Impl::post_survivor_counts(std::uint32_t threshold) {
+  sa::select_at_or_above(reduced, threshold, local);
+  local_count = static_cast<int>(local.size());
+  recv_counts.assign(static_cast<std::size_t>(size), 0);
+  stats.bytes_sent += sizeof(int);
+  stats.bytes_received += static_cast<std::uint64_t>(size - 1) * sizeof(int);
+  check(MPI_Iallgather(&local_count, 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm.get(),
+                       next_request()),
+        "MPI_Iallgather of the survivor counts");
+  phase = Phase::gather_counts;
+}
+
+void SparseAllreduce::Impl::post_survivors() {
+  const int total = displs(recv_counts, recv_displs, "the survivors");
+  survivors.resize(static_cast<std::size_t>(total));
+  stats.bytes_sent += static_cast<std::uint64_t>(local_count) * sizeof(SparsePair);
+  stats.bytes_received += static_cast<std::uint64_t>(total - local_count) * sizeof(SparsePair);
+  check(MPI_Iallgatherv(local.data(), local_count, pair_type, survivors.data(), recv_counts.data(),
+                        recv_displs.data(), pair_type, comm.get(), next_request()),
+        "MPI_Iallgatherv of the survivors");
+  phase = Phase::gather;
+}
+
+void SparseAllreduce::Impl::finish() {
+  sa::not_among(own.data(), own.size(), survivors, dropped);
+  stats.survivors = survivors.size();
+  bounds = sa::balanced_bounds(survivors, n, size);
+  phase = Phase::done;
+}
+
+void SparseAllreduce::Impl::advance() {
+  requests.clear();
+  switch (phase) {
+    case Phase::counts:
+      post_pairs();
+      break;
+    case Phase::pairs:
+      sa::reduce_by_index(received, reduced);
+      post_histogram(false);
+      break;
+    case Phase::coarse:
+      pick = sa::pick_coarse(coarse_hist, k);
+      if (pick.keep_all || pick.keep_none)  // the same on every rank: the histogram is global
+        post_survivor_counts(sa::threshold_key(pick, fine_hist));
+      else
+        post_histogram(true);
+      break;
+    case Phase::fine:
+      post_survivor_counts(sa::threshold_key(pick, fine_hist));
+      break;
+    case Phase::gather_counts:
+      post_survivors();
+      break;
+    case Phase::gather:
+      finish();
+      break;
+    case Phase::idle:
+    case Phase::done:
+      break;
+  }
+}
+
+SparseAllreduce::SparseAllreduce(MPI_Comm comm, std::uint64_t n, std::uint64_t k)
+    : impl_(std::make_unique<Impl>(comm, n, k)) {
+  std::vector<std::uint64_t> mine = {n, k}, mx, mn;
+  max_min(impl_->comm.get(), mine, mx, mn);
+  std::string err;
+  if (mx != mn)
+    err = "omgs: sparse allreduce: the ranks disagree on the group (elements " +
+          std::to_string(mn[0]) + ".." + std::to_string(mx[0]) + ", k " + std::to_string(mn[1]) +
+          ".." + std::to_string(mx[1]) + ")";
+  else if (n > (std::uint64_t{1} << 32))
+    err = "omgs: sparse allreduce: a group of " + std::to_string(n) +
+          " elements is over 2^32 (indices are 32-bit)";
+  if (!err.empty()) throw Error(err);  // every rank saw the same max and min
+  MPI_Type_contiguous(static_cast<int>(sizeof(SparsePair)), MPI_BYTE, &impl_->pair_type);
+  MPI_Type_commit(&impl_->pair_type);
+  impl_->bounds = sa::even_bounds(n, impl_->size);
+}
+
+SparseAllreduce::~SparseAllreduce() {
+  if (!impl_ || mpi_finalized()) return;
+  try {
+    // MPI may still write into the buffers: complete (bounded) before they are freed.
+    if (impl_->phase != Phase::idle && impl_->phase != Phase::done) wait(10.0);
+  } catch (...) {
+  }
+  if (impl_->pair_type != MPI_DATATYPE_NULL) MPI_Type_free(&impl_->pair_type);
+}
+
+void SparseAllreduce::start(const SparsePair* pairs, std::size_t count) {
+  Impl& s = *impl_;
+  if (s.phase != Phase::idle && s.phase != Phase::done)
+    throw Error(std::string("omgs: sparse allreduce: start() while an exchange is in flight (") +
+                to_string(s.phase) + ")");
+  s.own.assign(pairs, pairs + count);
+  s.post_counts();
+}
+
+bool SparseAllreduce::test() {
+  Impl& s = *impl_;
+  while (s.phase != Phase::idle && s.phase != Phase::done) {
+    int flag = 0;
+    s.check(MPI_Testall(static_cast<int>(s.requests.size()), s.requests.data(), &flag,
+                        MPI_STATUSES_IGNORE),
+            to_string(s.phase));
+    if (!flag) return false;
+    s.advance();
+  }
+  return s.phase == Phase::done;
+}
+
+bool SparseAllreduce::wait(double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (!test()) {
+    if (impl_->phase == Phase::idle) return false;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return true;
+}
+
+const std::vector<SparsePair>& SparseAllreduce::survivors() const noexcept {
+  return impl_->survivors;
+}
+const std::vector<SparsePair>& SparseAllreduce::dropped() const noexcept {
+  return impl_->dropped;
+}
+const std::vector<std::uint64_t>& SparseAllreduce::bounds() const noexcept {
+  return impl_->bounds;
+}
+const SparseAllreduce::Stats& SparseAllreduce::stats() const noexcept {
+  return impl_->stats;
+}
+SparseAllreduce::Phase SparseAllreduce::phase() const noexcept {
+  return impl_->phase;
+}
+
+const char* SparseAllreduce::to_string(Phase p) noexcept {
+  switch (p) {
+    case Phase::idle:
+      return "idle";
+    case Phase::counts:
+      return "MPI_Ialltoall of the region counts";
+    case Phase::pairs:
+      return "the regions' pairs, point to point";
+    case Phase::coarse:
+      return "MPI_Iallreduce of the coarse histogram";
+    case Phase::fine:
+      return "MPI_Iallreduce of the fine histogram";
+    case Phase::gather_counts:
+      return "MPI_Iallgather of the survivor counts";
+    case Phase::gather:
+      return "MPI_Iallgatherv of the survivors";
+    case Phase::done:
+      return "done";
+  }
+  return "?";
+}
+
+}  // namespace omgs::detail

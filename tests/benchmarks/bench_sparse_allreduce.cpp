@@ -1,0 +1,203 @@
+// omgs-bench-sparse-allreduce: one group's exchange alone, three ways, in the same run:
+//   allgather         MPI_Iallgather of every rank's k (index, value) pairs (omgs' sparse
+//                     groups today): each rank receives (P - 1) k pairs
+//   sparse-allreduce  detail::SparseAllreduce (Ok-Topk style): regions reduced point to
+//                     point, a global threshold, the survivors allgathered: O(k) per rank
+//   dense             MPI_Allreduce of the whole group (with --dense)
+// Usage: mpiexec -n P omgs-bench-sparse-allreduce [--numel N=1e7] [--density D=0.001]
+//          [--overlap F=0] [--reps R=5] [--dense]
+// Each rank selects k = N D distinct indices (a fraction F of them the same on every rank,
+// as correlated gradients have), normal values. Forms alternate; a run's time is the slowest
+// rank's; bytes are payload per rank (the largest over ranks). Waits poll every 50 us, as
+// omgs' progress thread does.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <omgs/detail/sparse_allreduce.hpp>
+
+namespace {
+
+using omgs::SparsePair;
+using omgs::detail::SparseAllreduce;
+
+constexpr double kBoundS = 300.0;
+
+struct Options {
+  double numel = 1e7, density = 0.001, overlap = 0.0;
+  int reps = 5;
+  bool dense = false;
+};
+
+[[noreturn]] void usage(int rank, const std::string& why) {
+  if (rank == 0)
+    std::fprintf(stderr,
+                 "omgs-bench-sparse-allreduce: %s\nusage: omgs-bench-sparse-allreduce [--numel N] "
+                 "[--density D] [--overlap F] [--reps R] [--dense]\n",
+                 why.c_str());
+  MPI_Finalize();
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv, int rank) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--dense") {
+      o.dense = true;
+      continue;
+    }
+    if (i + 1 >= argc) usage(rank, "'" + a + "' needs a value");
+    const double v = std::atof(argv[++i]);
+    if (a == "--numel")
+      o.numel = v;
+    else if (a == "--density")
+      o.density = v;
+    else if (a == "--overlap")
+      o.overlap = v;
+    else if (a == "--reps")
+      o.reps = static_cast<int>(v);
+    else
+      usage(rank, "unknown option '" + a + "'");
+  }
+  if (!(o.numel >= 1 && o.numel <= 4294967296.0) || !(o.density > 0 && o.density <= 1) ||
+      !(o.overlap >= 0 && o.overlap <= 1) || o.reps < 1)
+    usage(rank, "--numel in [1, 2^32], --density in (0, 1], --overlap in [0, 1], --reps >= 1");
+  return o;
+}
+
+/// k distinct indices below n: the first overlap * k the same on every rank.
+std::vector<SparsePair> make_pairs(std::uint64_t n, std::size_t k, double overlap, int rank) {
+  std::mt19937_64 shared(12345), own(777 + static_cast<unsigned>(rank));
+  std::uniform_int_distribution<std::uint64_t> idx(0, n - 1);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::set<std::uint32_t> chosen;
+  const auto common = static_cast<std::size_t>(overlap * static_cast<double>(k));
+  while (chosen.size() < common) chosen.insert(static_cast<std::uint32_t>(idx(shared)));
+  while (chosen.size() < k) chosen.insert(static_cast<std::uint32_t>(idx(own)));
+  std::vector<SparsePair> out;
+  for (std::uint32_t i : chosen) out.push_back({i, val(own)});
+  return out;
+}
+
+void wait_polling(MPI_Request* req) {
+  const double t0 = MPI_Wtime();
+  for (int flag = 0;;) {
+    MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+    if (flag) return;
+    if (MPI_Wtime() - t0 > kBoundS) MPI_Abort(MPI_COMM_WORLD, 1);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+double slowest(double t) {
+  double m = 0;
+  MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+std::uint64_t largest(std::uint64_t b) {
+  std::uint64_t m = 0;
+  MPI_Allreduce(&b, &m, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+struct Row {
+  const char* name;
+  std::vector<double> t;
+  std::uint64_t sent = 0, received = 0;
+};
+
+void print(const Row& r) {
+  std::vector<double> t = r.t;
+  std::sort(t.begin(), t.end());
+  std::printf("  %-17s %12.3f %12.3f %10.5f %10.5f %10.5f\n", r.name, r.sent / 1e6,
+              r.received / 1e6, t.front(), t[t.size() / 2], t.back());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int level = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &level);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const Options o = parse(argc, argv, rank);
+  const auto n = static_cast<std::uint64_t>(o.numel);
+  const auto k = std::max<std::size_t>(1, static_cast<std::size_t>(o.numel * o.density));
+  const std::vector<SparsePair> mine = make_pairs(n, k, o.overlap, rank);
+  std::vector<SparsePair> gathered(k * static_cast<std::size_t>(size));
+  MPI_Datatype pair;
+  MPI_Type_contiguous(8, MPI_BYTE, &pair);
+  MPI_Type_commit(&pair);
+  SparseAllreduce sparse(MPI_COMM_WORLD, n, k);
+  std::vector<float> dense_buf(o.dense ? n : 0, 1.0f);
+
+  Row ag{"allgather", {}, k * 8, (size - 1) * k * 8ull}, sp{"sparse-allreduce", {}},
+      de{"dense", {}, n * 4, n * 4};
+  std::uint64_t survivors = 0;
+  for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    MPI_Request req;
+    MPI_Iallgather(mine.data(), static_cast<int>(k), pair, gathered.data(), static_cast<int>(k),
+                   pair, MPI_COMM_WORLD, &req);
+    wait_polling(&req);
+    const double t_ag = slowest(MPI_Wtime() - t0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = MPI_Wtime();
+    sparse.start(mine.data(), mine.size());
+    while (!sparse.test()) {
+      if (MPI_Wtime() - t0 > kBoundS) MPI_Abort(MPI_COMM_WORLD, 1);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    const double t_sp = slowest(MPI_Wtime() - t0);
+    double t_de = 0;
+    if (o.dense) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = MPI_Wtime();
+      MPI_Allreduce(MPI_IN_PLACE, dense_buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+      t_de = slowest(MPI_Wtime() - t0);
+    }
+    if (r < 0) continue;
+    ag.t.push_back(t_ag);
+    sp.t.push_back(t_sp);
+    de.t.push_back(t_de);
+    sp.sent = std::max(sp.sent, largest(sparse.stats().bytes_sent));
+    sp.received = std::max(sp.received, largest(sparse.stats().bytes_received));
+    survivors = sparse.stats().survivors;
+  }
+  if (rank == 0) {
+    std::printf(
+        "%d ranks, one group of %llu elements, density %g: k = %zu pairs per rank, "
+        "overlap %g; %d runs (slowest rank each)\n",
+        size, static_cast<unsigned long long>(n), o.density, k, o.overlap, o.reps);
+    std::printf("  %-17s %12s %12s %10s %10s %10s\n", "exchange", "sent_MB", "received_MB", "min_s",
+                "median_s", "max_s");
+    print(ag);
+    print(sp);
+    if (o.dense) print(de);
+    std::vector<double> a = ag.t, s = sp.t;
+    std::sort(a.begin(), a.end());
+    std::sort(s.begin(), s.end());
+    std::printf(
+        "  allgather / sparse-allreduce: received bytes %.2fx, median time %.2fx; "
+        "survivors %llu (k %zu)\n",
+        static_cast<double>(ag.received) /
+            static_cast<double>(std::max<std::uint64_t>(1, sp.received)),
+        a[a.size() / 2] / s[s.size() / 2], static_cast<unsigned long long>(survivors), k);
+  }
+  MPI_Type_free(&pair);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,242 @@
+// The sparse allreduce (detail/sparse_allreduce.hpp) on 1..8 ranks: every rank ends with the
+// same result, equal to a reference computed from every rank's pairs on one rank with the
+// same selection; no mass is lost (survivors + every rank's dropped pairs = all pairs), over
+// many iterations with error feedback too; regions empty on some ranks, all pairs in one
+// region, ranks with no pairs, k = 0; bad input and a rank that never starts.
+#include <omgs/detail/sparse_allreduce.hpp>
+#include <omgs/detail/sparse_allreduce_steps.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <vector>
+
+#include <omgs/error.hpp>
+
+#include "omgs_catch.hpp"
+
+namespace sa = omgs::detail::sparse_allreduce;
+using omgs::SparsePair;
+using omgs::detail::SparseAllreduce;
+
+namespace {
+
+int rank_of() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int size_of() {
+  int p = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  return p;
+}
+
+/// `count` distinct indices in [lo, hi) with normal values, from a seed of its own.
+std::vector<SparsePair> random_pairs(std::size_t count, std::uint32_t lo, std::uint32_t hi,
+                                     unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<std::uint32_t> idx(lo, hi - 1);
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  std::map<std::uint32_t, float> m;
+  while (m.size() < std::min<std::size_t>(count, hi - lo)) m[idx(gen)] = val(gen);
+  std::vector<SparsePair> out;
+  for (const auto& [i, v] : m) out.push_back({i, v});
+  std::shuffle(out.begin(), out.end(), gen);  // start() takes any order
+  return out;
+}
+
+/// Every rank's pairs, in rank order, on every rank.
+std::vector<SparsePair> all_pairs(const std::vector<SparsePair>& mine) {
+  const int p = size_of();
+  int n = static_cast<int>(mine.size() * sizeof(SparsePair));
+  std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p), 0);
+  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  for (int r = 1; r < p; ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  std::vector<SparsePair> out(static_cast<std::size_t>(displs[p - 1] + counts[p - 1]) /
+                              sizeof(SparsePair));
+  MPI_Allgatherv(mine.data(), n, MPI_BYTE, out.data(), counts.data(), displs.data(), MPI_BYTE,
+                 MPI_COMM_WORLD);
+  return out;
+}
+
+/// Checks one completed exchange of `mine` against the reference: the same sums (bit for
+/// bit: the same additions in the same order), a threshold (every survivor's magnitude above
+/// every dropped sum's), at least min(k, distinct) survivors and at most those of the k-th
+/// largest's fine bin more; dropped() exactly the own pairs not among them; the same
+/// result on every rank.
+void check_result(const SparseAllreduce& ex, const std::vector<SparsePair>& mine, std::uint64_t k) {
+  std::vector<SparsePair> all = all_pairs(mine), reference;
+  sa::reduce_by_index(all, reference);
+  const std::vector<SparsePair>& got = ex.survivors();
+  std::map<std::uint32_t, float> sums;
+  for (const SparsePair& p : reference) sums[p.index] = p.value;
+  std::uint32_t min_kept = 0xffffffffu, max_dropped = 0;
+  std::map<std::uint32_t, bool> kept;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (i > 0) REQUIRE(got[i - 1].index < got[i].index);
+    REQUIRE(sums.count(got[i].index) == 1);
+    CHECK(got[i].value == sums[got[i].index]);
+    kept[got[i].index] = true;
+    min_kept = std::min(min_kept, sa::magnitude_key(got[i].value));
+  }
+  std::vector<std::uint32_t> keys;
+  for (const SparsePair& p : reference) {
+    keys.push_back(sa::magnitude_key(p.value));
+    if (!kept.count(p.index)) max_dropped = std::max(max_dropped, keys.back());
+  }
+  std::sort(keys.rbegin(), keys.rend());
+  CHECK(got.size() >= std::min<std::size_t>(k, reference.size()));
+  if (!got.empty() && got.size() < reference.size()) CHECK(min_kept > max_dropped);
+  if (k > 0 && got.size() > k)  // overshoot only by ties of the k-th largest's fine bin
+    CHECK((min_kept >> sa::fine_shift) == (keys[k - 1] >> sa::fine_shift));
+  std::vector<SparsePair> expect_dropped;
+  for (const SparsePair& p : mine)
+    if (!kept.count(p.index)) expect_dropped.push_back(p);
+  REQUIRE(ex.dropped().size() == expect_dropped.size());
+  for (std::size_t i = 0; i < expect_dropped.size(); ++i) {
+    CHECK(ex.dropped()[i].index == expect_dropped[i].index);
+    CHECK(ex.dropped()[i].value == expect_dropped[i].value);
+  }
+  // The same survivors on every rank: rank 0's, compared.
+  std::vector<SparsePair> root = got;
+  std::uint64_t n0 = root.size();
+  MPI_Bcast(&n0, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  root.resize(n0);
+  MPI_Bcast(root.data(), static_cast<int>(n0 * sizeof(SparsePair)), MPI_BYTE, 0, MPI_COMM_WORLD);
+  int same = n0 == got.size() &&
+             std::equal(root.begin(), root.end(), got.begin(), [](const auto& a, const auto& b) {
+               return a.index == b.index && a.value == b.value;
+             });
+  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  CHECK(same == 1);
+}
+
+void run(SparseAllreduce& ex, const std::vector<SparsePair>& mine) {
+  ex.start(mine.data(), mine.size());
+  REQUIRE(ex.wait(60.0));
+  CHECK(ex.phase() == SparseAllreduce::Phase::done);
+}
+
+}  // namespace
+
+TEST_CASE("sparse allreduce equals the reference: random pairs, several k") {
+  const int r = rank_of(), p = size_of();
+  const std::uint32_t n = 100000;
+  for (std::uint64_t k : {0ull, 1ull, 50ull, 500ull, 5000ull}) {
+    INFO("k " << k << ", ranks " << p);
+    SparseAllreduce ex(MPI_COMM_WORLD, n, k);
+    for (int it = 0; it < 3; ++it) {  // the bounds are rebalanced after each
+      const auto mine = random_pairs(400, 0, n, 1000u * it + static_cast<unsigned>(r));
+      run(ex, mine);
+      check_result(ex, mine, k);
+      CHECK(ex.bounds().front() == 0);
+      CHECK(ex.bounds().back() == n);
+      CHECK(ex.stats().survivors == ex.survivors().size());
+    }
+  }
+}
+
+TEST_CASE("sparse allreduce: all pairs in one region, empty regions, ranks without pairs") {
+  const int r = rank_of(), p = size_of();
+  const std::uint32_t n = 1000000;
+  SparseAllreduce ex(MPI_COMM_WORLD, n, 64);
+  // Every index in [0, 300): the first region holds them all, the others are empty.
+  auto mine = random_pairs(100, 0, 300, 7u + static_cast<unsigned>(r));
+  run(ex, mine);
+  check_result(ex, mine, 64);
+  // The next exchange's regions follow the result: balanced inside [0, 300).
+  if (p > 1) CHECK(ex.bounds()[1] < 300);
+  // Odd ranks contribute nothing.
+  if (r % 2 == 1) mine.clear();
+  run(ex, mine);
+  check_result(ex, mine, 64);
+  // Pairs far outside the new regions' dense part still land in the last region.
+  mine = random_pairs(50, n - 1000, n, 11u + static_cast<unsigned>(r));
+  run(ex, mine);
+  check_result(ex, mine, 64);
+}
+
+TEST_CASE("sparse allreduce conserves mass over iterations of error feedback") {
+  const int r = rank_of(), p = size_of();
+  const std::size_t n = 20000, k_local = 100;
+  SparseAllreduce ex(MPI_COMM_WORLD, n, k_local);
+  std::vector<double> resid(n, 0.0), grad_sum(n, 0.0), applied(n, 0.0);
+  std::mt19937 gen(42u + static_cast<unsigned>(r));
+  std::normal_distribution<float> val(0.0f, 1.0f);
+  for (int it = 0; it < 30; ++it) {
+    std::vector<float> acc(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float g = val(gen) * (i < 2000 ? 3.0f : 1.0f);  // a hot range, as layers have
+      grad_sum[i] += g;
+      acc[i] = static_cast<float>(resid[i]) + g;
+    }
+    std::vector<std::uint32_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::partial_sort(order.begin(), order.begin() + k_local, order.end(),
+                      [&](auto a, auto b) { return std::fabs(acc[a]) > std::fabs(acc[b]); });
+    std::vector<SparsePair> mine;
+    for (std::size_t j = 0; j < k_local; ++j) mine.push_back({order[j], acc[order[j]]});
+    for (std::size_t i = 0; i < n; ++i) resid[i] = acc[i];
+    for (const SparsePair& s : mine) resid[s.index] = 0.0;  // sent
+    run(ex, mine);
+    for (const SparsePair& d : ex.dropped()) resid[d.index] += d.value;  // taken back
+    for (const SparsePair& s : ex.survivors()) applied[s.index] += s.value;
+  }
+  // Summed over ranks: every gradient = what was applied + what stays in the residuals.
+  std::vector<double> total_grad(grad_sum), total_resid(resid);
+  MPI_Allreduce(MPI_IN_PLACE, total_grad.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, total_resid.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  double worst = 0, mass = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    worst = std::max(worst, std::fabs(total_grad[i] - applied[i] - total_resid[i]));
+    mass += std::fabs(total_grad[i]);
+  }
+  INFO("ranks " << p << ", mass " << mass);
+  CHECK(worst < 1e-3);  // float sums of ~30 values of magnitude ~10
+}
+
+TEST_CASE("sparse allreduce: disagreement and bad input fail on every rank") {
+  const int r = rank_of(), p = size_of();
+  if (p > 1)
+    CHECK_THROWS_WITH(SparseAllreduce(MPI_COMM_WORLD, r == 0 ? 100 : 101, 5),
+                      Catch::Contains("the ranks disagree on the group (elements 100..101"));
+  CHECK_THROWS_WITH(SparseAllreduce(MPI_COMM_WORLD, (1ull << 32) + 1, 5),
+                    Catch::Contains("over 2^32"));
+  SparseAllreduce ex(MPI_COMM_WORLD, 100, 5);
+  std::vector<SparsePair> mine = {{1, 1.0f}};
+  if (r == p - 1) mine.push_back({100, 1.0f});
+  ex.start(mine.data(), mine.size());
+  if (r == p - 1)
+    CHECK_THROWS_WITH(ex.wait(60.0), Catch::Contains("pair 1 has index 100"));
+  else
+    CHECK_THROWS_WITH(ex.wait(60.0), Catch::Contains("rank " + std::to_string(p - 1) +
+                                                     " passed a pair outside the group"));
+  // Usable again afterwards.
+  mine = {{static_cast<std::uint32_t>(r), 1.0f}};
+  run(ex, mine);
+  check_result(ex, mine, 5);
+}
+
+TEST_CASE("sparse allreduce: a rank that has not started bounds the others' wait") {
+  const int r = rank_of(), p = size_of();
+  if (p < 2) return;
+  SparseAllreduce ex(MPI_COMM_WORLD, 1000, 10);
+  const std::vector<SparsePair> mine = {{static_cast<std::uint32_t>(r), 1.0f}};
+  if (r != p - 1) {
+    ex.start(mine.data(), mine.size());
+    CHECK_FALSE(ex.wait(0.2));  // rank p - 1 is late: bounded, and the phase says where
+    CHECK(ex.phase() != SparseAllreduce::Phase::done);
+    CHECK_THROWS_WITH(ex.start(mine.data(), mine.size()), Catch::Contains("in flight"));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r == p - 1) ex.start(mine.data(), mine.size());
+  REQUIRE(ex.wait(60.0));
+  check_result(ex, mine, 10);
+}
