@@ -234,11 +234,12 @@ void EngineImpl::on_request_done(int g) noexcept {
 
 bool EngineImpl::service_watchdog() noexcept {
   bool did = watchdog_.answer_queries(counters_);
-  const int state = watchdog_.state();  // acquire: group / timeout written by the owner
-  if (state == 1) {
+  // Acquire: group / timeout written by the owner.
+  const DiagnosisState state = watchdog_.state();
+  if (state == DiagnosisState::requested) {
     watchdog_.start(exchange_number(watchdog_.group()));
     did = true;
-  } else if (state == 2) {
+  } else if (state == DiagnosisState::running) {
     did = watchdog_.drive() || did;
   }
   return did;
