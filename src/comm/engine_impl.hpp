@@ -121,6 +121,9 @@ class EngineImpl {
   void finish_group_owner(int g) noexcept;  // [O] staging copy-back after completion
   bool pop_completion(int& g) noexcept;     // [O] from the pending list or the queue
   void thread_main();
+  /// [P] after the stop: steps until everything submitted has completed, or until
+  /// shutdown_timeout_s has passed.
+  void drain(Backoff& backoff) noexcept;
 
   std::string pin_what_ = "options.pin";  // what chose the pin, for messages
   std::string pin_note_;
