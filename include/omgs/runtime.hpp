@@ -2,10 +2,10 @@
 //
 //   omgs::Runtime rt(MPI_COMM_WORLD, layers, options);   // collective: checks, calibrates, plans
 //   for (iteration) {
+//     rt.begin_backward();                                 // optional: times layer L-1 exactly
 //     for (l = L-1 .. 0) {                                 // backward pass
 //       write layer l's gradient into rt.gradient(l);     // zero copy
-//       rt.ready(l);                                      // sparsify + post the group when
-//       complete
+//       rt.ready(l);                                      // its group complete: sparsify, post
 //     }
 //     omgs::IterationStats s = rt.finish();               // wait, scatter-add, average
 //     use rt.aggregated(l) in the optimizer;
@@ -61,7 +61,7 @@ struct RuntimeOptions {
   bool force_inline_progress = false;              ///< no progress thread; finish() drives MPI
   /// Honour the OMGS_* environment variables (they win over these options):
   /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT,
-  /// OMGS_SHUTDOWN_TIMEOUT_S.
+  /// OMGS_SHUTDOWN_TIMEOUT_S, OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS, OMGS_REPLAN_MIN_GAIN.
   bool read_environment = true;
   /// The watchdog: finish() waits this long for a group, then asks every rank how far it
   /// got and reports which ranks have not posted the group (see on_timeout). It also bounds

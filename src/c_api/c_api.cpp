@@ -6,6 +6,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <omgs/runtime.hpp>
@@ -62,6 +63,118 @@ const float* layer_pointer(const omgs_runtime* rt, size_t layer, size_t* numel, 
   return v.data();
 }
 
+// Each C struct mirrors a C++ one: one row per field names the C member and the C++
+// member it stands for, and to_c / from_c convert between them, so a new field is one row.
+template <typename C, typename CField, typename Cpp, typename CppField>
+struct FieldMap {
+  CField C::*c;
+  CppField Cpp::*cpp;
+};
+template <typename C, typename CField, typename Cpp, typename CppField>
+constexpr FieldMap<C, CField, Cpp, CppField> field(CField C::*c, CppField Cpp::*cpp) {
+  return {c, cpp};
+}
+
+// C++ to C: numbers as they are, bool as 0 / 1, enums as the C code.
+template <typename CField, typename CppField>
+void to_c(CField& c, const CppField& v) {
+  c = v;
+}
+void to_c(int& c, omgs::Status s) {
+  c = static_cast<int>(s);
+}
+void to_c(int& c, omgs::TimeoutAction a) {
+  c = a == omgs::TimeoutAction::abort ? 1 : 0;
+}
+void to_c(const char*& c, omgs::Planner p) {
+  c = omgs::to_string(p).data();  // a string literal: NUL-terminated, never freed
+}
+// The C string points into `v`, which must outlive it; an empty string is NULL.
+void to_c(const char*& c, const std::string& v) {
+  c = v.empty() ? nullptr : v.c_str();
+}
+
+// C to C++: a NULL string keeps the C++ value (the default).
+template <typename CppField, typename CField>
+void from_c(CppField& v, const CField& c) {
+  v = c;
+}
+void from_c(bool& v, int c) {
+  v = c != 0;
+}
+void from_c(omgs::TimeoutAction& a, int c) {
+  a = c != 0 ? omgs::TimeoutAction::abort : omgs::TimeoutAction::report;
+}
+void from_c(omgs::Planner& p, const char* c) {
+  if (c != nullptr) p = omgs::parse_planner(c);
+}
+void from_c(std::string& v, const char* c) {
+  if (c != nullptr) v = c;
+}
+
+template <typename Table, typename Cpp, typename C>
+void copy_to_c(const Table& table, const Cpp& from, C& to) {
+  std::apply([&](const auto&... row) { (to_c(to.*row.c, from.*row.cpp), ...); }, table);
+}
+template <typename Table, typename C, typename Cpp>
+void copy_from_c(const Table& table, const C& from, Cpp& to) {
+  std::apply([&](const auto&... row) { (from_c(to.*row.cpp, from.*row.c), ...); }, table);
+}
+
+using omgs::IterationStats;
+using omgs::RefitReport;
+using omgs::RuntimeOptions;
+
+constexpr auto option_fields = std::make_tuple(
+    field(&omgs_options::density, &RuntimeOptions::density),
+    field(&omgs_options::planner, &RuntimeOptions::planner),
+    field(&omgs_options::perf_model, &RuntimeOptions::perf_model),
+    field(&omgs_options::threshold_numel, &RuntimeOptions::threshold_numel),
+    field(&omgs_options::force_inline_progress, &RuntimeOptions::force_inline_progress),
+    field(&omgs_options::wait_timeout_s, &RuntimeOptions::wait_timeout_s),
+    field(&omgs_options::abort_on_timeout, &RuntimeOptions::on_timeout),
+    field(&omgs_options::profile_iterations, &RuntimeOptions::profile_iterations),
+    field(&omgs_options::trace_path, &RuntimeOptions::trace_path),
+    field(&omgs_options::shutdown_timeout_s, &RuntimeOptions::shutdown_timeout_s),
+    field(&omgs_options::refit_iterations, &RuntimeOptions::refit_iterations),
+    field(&omgs_options::max_replans, &RuntimeOptions::max_replans),
+    field(&omgs_options::replan_min_gain, &RuntimeOptions::replan_min_gain));
+
+constexpr auto stats_fields = std::make_tuple(
+    field(&omgs_iteration_stats::status, &IterationStats::status),
+    field(&omgs_iteration_stats::failed_group, &IterationStats::failed_group),
+    field(&omgs_iteration_stats::nonfinite, &IterationStats::nonfinite),
+    field(&omgs_iteration_stats::sparsify_s, &IterationStats::sparsify_s),
+    field(&omgs_iteration_stats::sparsify_cpu_s, &IterationStats::sparsify_cpu_s),
+    field(&omgs_iteration_stats::finish_wait_s, &IterationStats::finish_wait_s),
+    field(&omgs_iteration_stats::aggregate_s, &IterationStats::aggregate_s),
+    field(&omgs_iteration_stats::iteration_s, &IterationStats::iteration_s),
+    field(&omgs_iteration_stats::bytes_sent, &IterationStats::bytes_sent),
+    field(&omgs_iteration_stats::bytes_received, &IterationStats::bytes_received),
+    field(&omgs_iteration_stats::iteration, &IterationStats::iteration),
+    field(&omgs_iteration_stats::profiling, &IterationStats::profiling),
+    field(&omgs_iteration_stats::replanned, &IterationStats::replanned),
+    field(&omgs_iteration_stats::predicted_s, &IterationStats::predicted_s),
+    field(&omgs_iteration_stats::measured_s, &IterationStats::measured_s),
+    field(&omgs_iteration_stats::model_generation, &IterationStats::model_generation),
+    field(&omgs_iteration_stats::plan_generation, &IterationStats::plan_generation),
+    field(&omgs_iteration_stats::refitted, &IterationStats::refitted));
+
+// The refit report's copied fields; its model and per-group arrays point into the runtime.
+constexpr auto refit_fields = std::make_tuple(
+    field(&omgs_refit_report::iteration, &RefitReport::iteration),
+    field(&omgs_refit_report::iterations_fitted, &RefitReport::iterations_fitted),
+    field(&omgs_refit_report::measured_s, &RefitReport::measured_s),
+    field(&omgs_refit_report::owner_wait_s, &RefitReport::owner_wait_s),
+    field(&omgs_refit_report::predicted_current_s, &RefitReport::predicted_current_s),
+    field(&omgs_refit_report::predicted_candidate_s, &RefitReport::predicted_candidate_s),
+    field(&omgs_refit_report::candidate_groups, &RefitReport::candidate_groups),
+    field(&omgs_refit_report::switched, &RefitReport::switched),
+    field(&omgs_refit_report::explored, &RefitReport::explored),
+    field(&omgs_refit_report::taken_back, &RefitReport::taken_back),
+    field(&omgs_refit_report::measured_iteration_s, &RefitReport::measured_iteration_s),
+    field(&omgs_refit_report::settled, &RefitReport::settled));
+
 }  // namespace
 
 // The C codes mirror omgs::Status one to one.
@@ -74,20 +187,9 @@ extern "C" {
 
 void omgs_options_init(omgs_options* o) {
   if (o == nullptr) return;
-  const omgs::RuntimeOptions d;
-  o->density = d.density;
-  o->planner = "mgs";
-  o->perf_model = "calibrate";
-  o->threshold_numel = d.threshold_numel;
-  o->force_inline_progress = 0;
-  o->wait_timeout_s = d.wait_timeout_s;
-  o->abort_on_timeout = 0;
-  o->profile_iterations = d.profile_iterations;
-  o->trace_path = nullptr;
-  o->shutdown_timeout_s = d.shutdown_timeout_s;
-  o->refit_iterations = d.refit_iterations;
-  o->max_replans = d.max_replans;
-  o->replan_min_gain = d.replan_min_gain;
+  // Never destroyed: the C strings of the defaults stay valid until the program ends.
+  static const RuntimeOptions* const defaults = new RuntimeOptions();
+  copy_to_c(option_fields, *defaults, *o);
 }
 
 int omgs_kokkos_initialize(int* argc, char*** argv) {
@@ -128,22 +230,7 @@ int omgs_create(MPI_Comm comm, const omgs_layer* layers, size_t num_layers,
           throw omgs::Error("omgs_create: layer " + std::to_string(i) + " has a NULL name");
         specs.push_back({layers[i].name, layers[i].numel, layers[i].backward_s});
       }
-      if (options != nullptr) {
-        opt.density = options->density;
-        opt.planner = omgs::parse_planner(options->planner != nullptr ? options->planner : "mgs");
-        opt.perf_model = options->perf_model != nullptr ? options->perf_model : "calibrate";
-        opt.threshold_numel = options->threshold_numel;
-        opt.force_inline_progress = options->force_inline_progress != 0;
-        opt.wait_timeout_s = options->wait_timeout_s;
-        opt.on_timeout =
-            options->abort_on_timeout ? omgs::TimeoutAction::abort : omgs::TimeoutAction::report;
-        opt.profile_iterations = options->profile_iterations;
-        if (options->trace_path != nullptr) opt.trace_path = options->trace_path;
-        opt.shutdown_timeout_s = options->shutdown_timeout_s;
-        opt.refit_iterations = options->refit_iterations;
-        opt.max_replans = options->max_replans;
-        opt.replan_min_gain = options->replan_min_gain;
-      }
+      if (options != nullptr) copy_from_c(option_fields, *options, opt);
     } catch (const omgs::Error& e) {
       local_error = e.what();
     }
@@ -202,26 +289,7 @@ int omgs_ready(omgs_runtime* rt, size_t layer) {
 int omgs_finish(omgs_runtime* rt, omgs_iteration_stats* stats) {
   if (rt == nullptr) return invalid(nullptr, "omgs_finish: rt is NULL");
   const omgs::IterationStats st = rt->rt->finish();
-  if (stats != nullptr) {
-    stats->status = static_cast<int>(st.status);
-    stats->failed_group = st.failed_group;
-    stats->nonfinite = st.nonfinite;
-    stats->sparsify_s = st.sparsify_s;
-    stats->sparsify_cpu_s = st.sparsify_cpu_s;
-    stats->finish_wait_s = st.finish_wait_s;
-    stats->aggregate_s = st.aggregate_s;
-    stats->iteration_s = st.iteration_s;
-    stats->bytes_sent = st.bytes_sent;
-    stats->bytes_received = st.bytes_received;
-    stats->iteration = st.iteration;
-    stats->profiling = st.profiling ? 1 : 0;
-    stats->replanned = st.replanned ? 1 : 0;
-    stats->predicted_s = st.predicted_s;
-    stats->measured_s = st.measured_s;
-    stats->model_generation = st.model_generation;
-    stats->plan_generation = st.plan_generation;
-    stats->refitted = st.refitted ? 1 : 0;
-  }
+  if (stats != nullptr) copy_to_c(stats_fields, st, *stats);
   return from_status(rt, st.status);
 }
 
@@ -234,18 +302,7 @@ int omgs_last_refit(const omgs_runtime* rt, omgs_refit_report* report) {
   if (report == nullptr)
     return invalid(const_cast<omgs_runtime*>(rt), "omgs_last_refit: report is NULL");
   const omgs::RefitReport& r = rt->rt->last_refit();
-  report->iteration = r.iteration;
-  report->iterations_fitted = r.iterations_fitted;
-  report->measured_s = r.measured_s;
-  report->owner_wait_s = r.owner_wait_s;
-  report->predicted_current_s = r.predicted_current_s;
-  report->predicted_candidate_s = r.predicted_candidate_s;
-  report->candidate_groups = r.candidate_groups;
-  report->switched = r.switched ? 1 : 0;
-  report->explored = r.explored ? 1 : 0;
-  report->taken_back = r.taken_back ? 1 : 0;
-  report->measured_iteration_s = r.measured_iteration_s;
-  report->settled = r.settled ? 1 : 0;
+  copy_to_c(refit_fields, r, *report);
   report->model = r.model.c_str();
   report->num_groups = r.group_numel.size();
   report->group_numel = r.group_numel.data();

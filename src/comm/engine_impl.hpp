@@ -23,6 +23,13 @@
 
 namespace omgs::detail {
 
+/// Whether a group's exchange is the submitter's to start: submit() moves idle -> submitted
+/// (acquire), the owner moves it back once it has reported the completion (release).
+enum class Submission : int {
+  idle,       ///< no exchange outstanding: the buffers are the owner's
+  submitted,  ///< submitted, not yet reported complete to the owner
+};
+
 /// Per-group state. Fields marked [P] belong to whoever drives MPI (the progress thread,
 /// or the owner in inline mode); [O] to the owner; [S] written by the submitter before
 /// the submit-queue push and read by [P] after the pop (the queue's release/acquire
@@ -43,8 +50,7 @@ struct GroupState {
   int total = 0;              // [P] pairs received in the last exchange
   bool counts_phase = false;  // [P] the count MPI_Iallgather is in flight
   bool counts_ready = false;  // [P] counts arrived, data not yet posted (waits for plan order)
-  // 0 idle, 1 submitted (not yet reported complete to the owner).
-  std::atomic<int> state{0};
+  std::atomic<Submission> state{Submission::idle};
   bool failed = false;  // [P] MPI reported an error completing the exchange (read by [O]
                         // after the completion-queue pop, which orders it)
   // Statistics, relaxed atomics: written by [P] / submitter, read by stats().
@@ -115,6 +121,9 @@ class EngineImpl {
   void finish_group_owner(int g) noexcept;  // [O] staging copy-back after completion
   bool pop_completion(int& g) noexcept;     // [O] from the pending list or the queue
   void thread_main();
+  /// [P] after the stop: steps until everything submitted has completed, or until
+  /// shutdown_timeout_s has passed.
+  void drain(Backoff& backoff) noexcept;
 
   std::string pin_what_ = "options.pin";  // what chose the pin, for messages
   std::string pin_note_;

@@ -18,10 +18,10 @@ SubmitStatus EngineImpl::submit(int g, std::size_t count) noexcept {
   if (stop_.load(std::memory_order_relaxed) || stopped_.load(std::memory_order_relaxed)) {
     return SubmitStatus::stopped;
   }
-  int expected = 0;
+  Submission expected = Submission::idle;
   // Acquire: pairs with the owner's release when it reported the previous completion,
   // so the driver is done with the buffers before we overwrite send_count / the mirror.
-  if (!s.state.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+  if (!s.state.compare_exchange_strong(expected, Submission::submitted, std::memory_order_acquire,
                                        std::memory_order_relaxed)) {
     return SubmitStatus::busy;
   }
@@ -34,7 +34,7 @@ SubmitStatus EngineImpl::submit(int g, std::size_t count) noexcept {
                           s.buf.dense_numel * sizeof(float));
   s.last_submit_s.store(now_s(), std::memory_order_relaxed);
   if (!submit_q_->try_push(g)) {
-    s.state.store(0, std::memory_order_release);
+    s.state.store(Submission::idle, std::memory_order_release);
     return SubmitStatus::queue_full;
   }
   return SubmitStatus::ok;
@@ -73,18 +73,18 @@ bool EngineImpl::poll_completed(int& g) noexcept {
   if (mode_ == ProgressMode::inline_) step();
   if (!pop_completion(g)) return false;
   // Release: the next submit(g) (acquire CAS) sees that we are done with the group.
-  groups_[static_cast<std::size_t>(g)].state.store(0, std::memory_order_release);
+  groups_[static_cast<std::size_t>(g)].state.store(Submission::idle, std::memory_order_release);
   return true;
 }
 
 WaitStatus EngineImpl::wait(int g, double timeout_s) noexcept {
   if (g < 0 || g >= num_groups_) return WaitStatus::not_submitted;
   GroupState& s = groups_[static_cast<std::size_t>(g)];
-  if (s.state.load(std::memory_order_acquire) == 0) return WaitStatus::not_submitted;
+  if (s.state.load(std::memory_order_acquire) == Submission::idle) return WaitStatus::not_submitted;
   auto it = std::find(pending_.begin(), pending_.end(), g);
   if (it != pending_.end()) {
     pending_.erase(it);
-    s.state.store(0, std::memory_order_release);
+    s.state.store(Submission::idle, std::memory_order_release);
     return s.failed ? WaitStatus::failed : WaitStatus::ok;
   }
   if (timeout_s < 0) timeout_s = options_.wait_timeout_s;
@@ -99,7 +99,7 @@ WaitStatus EngineImpl::wait(int g, double timeout_s) noexcept {
       did = true;
       finish_group_owner(done);
       if (done == g) {
-        s.state.store(0, std::memory_order_release);
+        s.state.store(Submission::idle, std::memory_order_release);
         return s.failed ? WaitStatus::failed : WaitStatus::ok;
       }
       pending_.push_back(done);  // capacity reserved: never allocates

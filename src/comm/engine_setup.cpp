@@ -282,19 +282,9 @@ void EngineImpl::shutdown() noexcept {
     stop_.store(true, std::memory_order_release);
     if (thread_.joinable()) thread_.join();
   } else if (!mpi_finalized()) {
-    // Inline: drain what was submitted, bounded like the thread.
-    const auto deadline = deadline_after(options_.shutdown_timeout_s);
+    // Inline: the owner drains what was submitted, as the thread does.
     Backoff backoff(options_.idle);
-    for (;;) {
-      const bool did = step();
-      if (!did && inflight_ == 0 && submit_q_->empty_approx()) break;
-      if (Clock::now() > deadline) break;
-      if (did) {
-        backoff.reset();
-      } else {
-        backoff.pause(inflight_ > 0);
-      }
-    }
+    drain(backoff);
   }
   if (mpi_finalized()) {
     std::fprintf(stderr,

@@ -1,9 +1,12 @@
-// Internal: the one reader of omgs' environment variables (OMGS_*).
+// Internal: the one reader of omgs' environment variables (OMGS_*). Every variable is read
+// and checked here; the engine and the runtime apply what they need of it.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <omgs/comm.hpp>
+#include <omgs/export.hpp>
 
 namespace omgs::detail {
 
@@ -14,5 +17,28 @@ const char* env_value(const char* name) noexcept;
 /// them; throws omgs::Error naming the variable. `pin_source` becomes the name of what set
 /// the pin (the variable, or stays as given).
 void apply_progress_environment(PinOption& pin, GpuAwareMpi& gpu_aware, std::string& pin_source);
+
+/// Every OMGS_* variable the runtime honours, checked; a variable unset or empty is absent.
+struct RuntimeEnvironment {
+  std::optional<PinOption> progress_pin;     ///< OMGS_PROGRESS_CPU
+  std::optional<GpuAwareMpi> gpu_aware;      ///< OMGS_GPU_AWARE_MPI
+  std::optional<std::string> trace_path;     ///< OMGS_TRACE
+  std::optional<double> wait_timeout_s;      ///< OMGS_TIMEOUT_S: > 0
+  std::optional<double> shutdown_timeout_s;  ///< OMGS_SHUTDOWN_TIMEOUT_S: > 0
+  std::optional<int> refit_iterations;       ///< OMGS_REFIT_ITERATIONS: in [0, 1000000]
+  std::optional<int> max_replans;            ///< OMGS_MAX_REPLANS: in [0, 1000000]
+  std::optional<double> replan_min_gain;     ///< OMGS_REPLAN_MIN_GAIN: finite, >= 0
+  std::optional<bool> abort_on_timeout;      ///< OMGS_ON_TIMEOUT: "abort" (true) or "report"
+};
+
+/// Reads the variables in the order of RuntimeEnvironment's fields; throws omgs::Error
+/// naming the first one whose value is not valid.
+OMGS_EXPORT RuntimeEnvironment read_runtime_environment();
+
+/// `option` = `value` if the variable was set: the environment wins over the options.
+template <typename T>
+void apply_if_set(T& option, const std::optional<T>& value) {
+  if (value) option = *value;
+}
 
 }  // namespace omgs::detail

@@ -18,21 +18,24 @@ void EngineImpl::thread_main() {
   // collectives are in flight it polls every idle.sleep_s: MPI advances them only when polled.
   // An oversubscribed layout skips the spinning and yielding (idle_for_layout).
   Backoff backoff(idle_for_layout(options_.idle, layout_));
-  bool stopping = false;
-  Clock::time_point deadline{};
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (step()) {
+      backoff.reset();
+    } else {
+      backoff.pause(inflight_ > 0);
+    }
+  }
+  drain(backoff);
+}
+
+void EngineImpl::drain(Backoff& backoff) noexcept {
+  // Everything submitted before the stop is posted (in plan order) and waited for; a group
+  // held back because an earlier one was never submitted is dropped on every rank alike.
+  const auto deadline = deadline_after(options_.shutdown_timeout_s);
   for (;;) {
-    if (!stopping && stop_.load(std::memory_order_acquire)) {
-      stopping = true;
-      deadline = deadline_after(options_.shutdown_timeout_s);
-    }
     const bool did = step();
-    if (stopping) {
-      // Drain: everything submitted before the stop is posted (in plan order) and waited
-      // for; a group held back because an earlier one was never submitted is dropped on
-      // every rank alike.
-      if (!did && inflight_ == 0 && submit_q_->empty_approx()) break;
-      if (Clock::now() > deadline) break;
-    }
+    if (!did && inflight_ == 0 && submit_q_->empty_approx()) return;
+    if (Clock::now() > deadline) return;
     if (did) {
       backoff.reset();
     } else {
@@ -234,11 +237,12 @@ void EngineImpl::on_request_done(int g) noexcept {
 
 bool EngineImpl::service_watchdog() noexcept {
   bool did = watchdog_.answer_queries(counters_);
-  const int state = watchdog_.state();  // acquire: group / timeout written by the owner
-  if (state == 1) {
+  // Acquire: group / timeout written by the owner.
+  const DiagnosisState state = watchdog_.state();
+  if (state == DiagnosisState::requested) {
     watchdog_.start(exchange_number(watchdog_.group()));
     did = true;
-  } else if (state == 2) {
+  } else if (state == DiagnosisState::running) {
     did = watchdog_.drive() || did;
   }
   return did;

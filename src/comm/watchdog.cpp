@@ -112,7 +112,7 @@ void Watchdog::start(std::uint64_t needed) noexcept {
     MPI_Isend(&round_, 1, MPI_UNSIGNED_LONG_LONG, r, tag_query, comm_.get(), &send_req_[i]);
   }
   deadline_ = deadline_after(timeout_s_);
-  state_.store(2, std::memory_order_relaxed);
+  state_.store(DiagnosisState::running, std::memory_order_relaxed);
   drive();
 }
 
@@ -136,17 +136,17 @@ bool Watchdog::drive() noexcept {
   }
   if (all || Clock::now() > deadline_) {
     // Release: the owner acquires the answers (got_, recv_buf_, needed_).
-    state_.store(3, std::memory_order_release);
+    state_.store(DiagnosisState::answered, std::memory_order_release);
     did = true;
   }
   return did;
 }
 
 bool Watchdog::request(int g, double timeout_s) noexcept {
-  if (state() != 0) return false;
+  if (state() != DiagnosisState::idle) return false;
   group_ = g;
   timeout_s_ = timeout_s;
-  state_.store(1, std::memory_order_release);
+  state_.store(DiagnosisState::requested, std::memory_order_release);
   return true;
 }
 
@@ -172,7 +172,7 @@ Diagnosis Watchdog::collect(int g, int num_groups, const ProgressCounters& own) 
     if (!p.responded || p.posted < d.needed) d.lagging.push_back(r);
     d.peers.push_back(p);
   }
-  state_.store(0, std::memory_order_release);
+  state_.store(DiagnosisState::idle, std::memory_order_release);
   d.report = watchdog_report(d, rank_, num_groups);
   return d;
 }

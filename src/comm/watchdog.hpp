@@ -31,6 +31,16 @@ struct WatchReply {
                      last_error_class = 0;
 };
 
+/// Where this rank's own diagnosis stands. The owner moves idle -> requested and
+/// answered -> idle, the driver requested -> running -> answered; the moves that hand the
+/// diagnosis to the other side (all but running) are release stores.
+enum class DiagnosisState : int {
+  idle,       ///< no diagnosis asked for: the driver only answers other ranks' queries
+  requested,  ///< the owner asked for a diagnosis of group(); the driver starts it
+  running,    ///< the queries are out; the driver collects the answers
+  answered,   ///< the answers are in (or time is up); the owner collects them
+};
+
 class Watchdog {
  public:
   /// Collective over `comm` (duplicates it); posts the receive for queries.
@@ -41,8 +51,8 @@ class Watchdog {
 
   // [P] the driver
   bool answer_queries(const ProgressCounters& counters) noexcept;
-  /// 1: the owner asked for a diagnosis of group(); 2: running; 0 or 3: nothing to drive.
-  int state() const noexcept { return state_.load(std::memory_order_acquire); }
+  /// Acquire: what the other side wrote before its last hand-over is visible.
+  DiagnosisState state() const noexcept { return state_.load(std::memory_order_acquire); }
   int group() const noexcept { return group_; }
   /// Sends the queries of a new round; `needed` is the exchange number the group waits for.
   void start(std::uint64_t needed) noexcept;
@@ -50,7 +60,7 @@ class Watchdog {
 
   // [O] the owner
   bool request(int g, double timeout_s) noexcept;  // false: a diagnosis is already running
-  bool answered() const noexcept { return state() == 3; }
+  bool answered() const noexcept { return state() == DiagnosisState::answered; }
   /// The answers of the round just finished, with the report; readies the next round.
   Diagnosis collect(int g, int num_groups, const ProgressCounters& own);
 
@@ -70,10 +80,10 @@ class Watchdog {
   unsigned long long query_buf_ = 0;
   std::vector<WatchReply> reply_buf_;
   std::vector<MPI_Request> reply_req_;
-  // Our own diagnosis: [O] requests it (state_ 0 -> 1), [P] runs it (2) and publishes the
-  // answers (3, release; [O] acquires and reads them, then resets to 0).
-  std::atomic<int> state_{0};
-  int group_ = -1;                // [O] writes before the release store of state 1
+  // Our own diagnosis: [O] requests it, [P] runs it and publishes the answers (release;
+  // [O] acquires and reads them, then resets to idle).
+  std::atomic<DiagnosisState> state_{DiagnosisState::idle};
+  int group_ = -1;                // [O] writes before the release store of `requested`
   double timeout_s_ = 1;          // [O] likewise
   std::uint64_t needed_ = 0;      // [P]
   unsigned long long round_ = 0;  // [P]

@@ -5,6 +5,8 @@
 
 #include <omgs/plan.hpp>
 
+#include "plan/pipeline.hpp"
+
 namespace omgs {
 
 std::string_view to_string(Collective collective) {
@@ -63,24 +65,19 @@ std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
   std::vector<ChoiceState> next;
   const std::size_t cap = std::max<std::size_t>(64, max_choice_states / groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    const Group& gr = groups[g];
-    double tb = 0.0;  // summed as predict() does, so the result is bit-identical to it
-    std::uint64_t numel = 0;
-    for (std::size_t l = gr.end; l-- > gr.begin;) {
-      tb = tb + layers[l].backward_s;
-      numel += layers[l].numel;
-    }
-    const double ts = model.topk_s(numel);
-    const double tc = model.allgather_s(numel, config.workers, config.density);
-    const double tr = model.allreduce_s(numel, config.workers);
+    // Summed as predict() does, so the result is bit-identical to it.
+    const detail::GroupSums sums = detail::group_sums(layers, groups[g]);
+    const double ts = model.topk_s(sums.numel);
+    const double tc = model.allgather_s(sums.numel, config.workers, config.density);
+    const double tr = model.allreduce_s(sums.numel, config.workers);
     next.clear();
-    for (std::size_t s = 0; s < prev.size(); ++s) {
-      const double e = (prev[s].compute_end + tb) + ts;
-      next.push_back({e, std::max(prev[s].comm_end, e) + tc, static_cast<std::uint32_t>(s), false});
-    }
-    for (std::size_t s = 0; s < prev.size(); ++s) {
-      const double e = (prev[s].compute_end + tb) + 0.0;
-      next.push_back({e, std::max(prev[s].comm_end, e) + tr, static_cast<std::uint32_t>(s), true});
+    for (bool dense : {false, true}) {
+      for (std::size_t s = 0; s < prev.size(); ++s) {
+        const GroupTiming t =
+            detail::pipeline_step({prev[s].compute_end, prev[s].comm_end}, sums.backward_s,
+                                  dense ? 0.0 : ts, dense ? tr : tc);
+        next.push_back({t.topk_end_s, t.comm_end_s, static_cast<std::uint32_t>(s), dense});
+      }
     }
     keep_front(next, cap);
     for (const ChoiceState& st : next) back[g].push_back(st.parent << 1 | (st.dense ? 1u : 0u));

@@ -8,11 +8,13 @@
 
 #include <omgs/plan.hpp>
 
+#include "plan/pipeline.hpp"
+
 namespace omgs {
 
 // ---------------------------------------------------------------------------------------
 // State after the groups covering layers [i, L): (E, D) = (end of the last top-k, end of
-// the last communication). Appending the group [j, i) maps it to
+// the last communication). Appending the group [j, i) maps it (detail::pipeline_step) to
 //   E' = (E + tb[j,i)) + ts,  D' = max(D, E') + tc,
 // monotone non-decreasing in E and D (also in floating point), so a state dominated in
 // both is never needed: each boundary keeps the Pareto front of its states. The backward
@@ -158,8 +160,9 @@ void FrontSearch::expand(std::size_t i) {
     const double still = backward_below_[j];
     std::vector<DpState>& to = front_[j];
     auto push = [&](const DpState& st, std::uint32_t s, double topk, double comm, bool is_dense) {
-      const double e = (st.compute_end + tb) + topk;
-      const double d = std::max(st.comm_end, e) + comm;
+      const GroupTiming t = detail::pipeline_step({st.compute_end, st.comm_end}, tb, topk, comm);
+      const double e = t.topk_end_s;
+      const double d = t.comm_end_s;
       if (d > upper_ || (e + still) > upper_ * (1.0 + 1e-9)) return;
       to.push_back({e, d, st.err, static_cast<std::uint32_t>(i), s | (is_dense ? dense_bit : 0u)});
     };

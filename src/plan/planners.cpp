@@ -1,8 +1,11 @@
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include <omgs/plan.hpp>
+
+#include "plan/pipeline.hpp"
 
 namespace omgs {
 
@@ -96,9 +99,10 @@ std::vector<Group> groups_from_cuts(const std::vector<char>& cut, std::size_t nu
 // recomputed arrays at index i < l sees exactly the value that the one-step recurrences
 //   taob[i] = taos[i+1] + ts[i+1],  taos[i] = taob[i] + tb[i],
 //   taoc[i] = max(taoc[i+1] + tc[i+1], taos[i] + ts[i])
-// produce from index i+1 as it stands when the sweep reaches i. So the sweep below carries
-// only the entry of the current index and its upper neighbour, evaluating every
-// expression with the seed's operands in the seed's order: O(L), identical decisions.
+// produce from index i+1 as it stands when the sweep reaches i: one step of the pipeline
+// recurrence (detail::pipeline_step, which evaluates them with the seed's operands in the
+// seed's order). So the sweep below carries only the entry of the current index and the
+// state it was stepped from: O(L), identical decisions.
 //
 // Quirks kept on purpose (they are the published algorithm):
 //  * the sweep never decides between layers L-1 and L-2: they always share a group, although
@@ -117,63 +121,42 @@ std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfMo
   auto topk = [&](std::uint64_t n) { return model.topk_s(n); };
   auto allgather = [&](std::uint64_t n) { return model.allgather_s(n, P, density); };
 
-  struct Entry {  // one index of the seed's arrays
-    double taob, taos, ts, taoc, tc, tb;
+  struct Entry {               // one index of the seed's arrays
+    detail::PipelineState in;  // taob and the communication end (taoc + tc) of the index above
+    GroupTiming t;             // taob, taos, taos + ts, taoc, taoc + tc
+    double tb;
     std::uint64_t p;
   };
-  // The first entry of a lower index, from its upper neighbour (no merge in between).
-  auto below = [&](const Entry& up, std::size_t i) {
-    Entry e;
-    e.p = layers[i].numel;
-    e.tb = layers[i].backward_s;
-    e.taob = up.taos + up.ts;
-    e.taos = e.taob + e.tb;
-    e.ts = topk(e.p);
-    e.taoc = std::max(up.taoc + up.tc, e.taos + e.ts);
-    e.tc = allgather(e.p);
-    return e;
+  auto entry = [&](const detail::PipelineState& in, double tb, std::uint64_t p) {
+    return Entry{in, detail::pipeline_step(in, tb, topk(p), allgather(p)), tb, p};
   };
 
   std::vector<char> cut(L, 0);
-  Entry up;  // index l + 1
-  up.p = layers[L - 1].numel;
-  up.tb = layers[L - 1].backward_s;
-  up.taob = 0.0;
-  up.taos = up.taob + up.tb;
-  up.ts = topk(up.p);
-  up.taoc = up.taos + up.ts;
-  up.tc = allgather(up.p);
-  Entry cur = below(up, L - 2);  // index l
+  // Index L-1 starts at 0 and its communication waits for nothing but its top-k (the seed's
+  // taoc[L-1] = taos[L-1] + ts[L-1]): max(-inf, x) is x, except for a NaN x, which makes
+  // every later taos and hence every tw NaN, so every decision is the seed's (no merge).
+  const double no_comm = -std::numeric_limits<double>::infinity();
+  const Entry top = entry({0.0, no_comm}, layers[L - 1].backward_s, layers[L - 1].numel);
+  Entry cur = entry(detail::pipeline_after(top.t), layers[L - 2].backward_s, layers[L - 2].numel);
 
   for (std::size_t l = L - 2; l >= 1; --l) {
     const std::uint64_t p_below = layers[l - 1].numel;
     const double tb_below = layers[l - 1].backward_s;
     const double tw = tb_below + topk(cur.p + p_below) - topk(cur.p) - topk(p_below) -
-                      (cur.taoc - (cur.taos + cur.ts));
+                      (cur.t.comm_start_s - cur.t.topk_end_s);
     const double tsave = allgather(cur.p) + allgather(p_below) - allgather(cur.p + p_below);
     if (tw < tsave) {
-      // __merge(l): index l - 1 absorbs index l, whose tb, p, ts, tc become 0.
-      Entry merged;
-      merged.tb = tb_below + cur.tb;
-      merged.p = p_below + cur.p;
-      merged.tc = allgather(merged.p);
-      merged.ts = topk(merged.p);
+      // __merge(l): index l - 1 absorbs index l, whose tb, p, ts, tc become 0. The seed's
+      // taoc[l] then comes from its stale taos[l] (tb[l] as before the merge) plus ts[l] = 0:
+      // index l stepped again from where it started, with no top-k and no communication.
       const double zero = 0.0;
-      cur.tb = zero;
-      cur.p = 0;
-      cur.tc = zero;
-      cur.ts = zero;
-      // Recomputation from start = taob[l] + tb[l] (tb[l] is 0 now), and of taoc.
-      merged.taob = cur.taob + cur.tb;
-      merged.taos = merged.taob + merged.tb;
-      cur.taoc = std::max(up.taoc + up.tc, cur.taos + cur.ts);  // taos[l] left stale
-      merged.taoc = std::max(cur.taoc + cur.tc, merged.taos + merged.ts);
-      up = cur;
-      cur = merged;
+      const GroupTiming emptied = detail::pipeline_step(cur.in, cur.tb, zero, zero);
+      // Index l - 1 starts at taob[l] + tb[l] (tb[l] is 0 now), after taoc[l] + tc[l].
+      cur = entry({cur.t.backward_start_s + zero, emptied.comm_end_s}, tb_below + cur.tb,
+                  p_below + cur.p);
     } else {
       cut[l] = 1;
-      up = cur;
-      cur = below(cur, l - 1);
+      cur = entry(detail::pipeline_after(cur.t), tb_below, p_below);
     }
   }
   return groups_from_cuts(cut, L);

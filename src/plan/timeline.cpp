@@ -5,6 +5,7 @@
 #include <omgs/plan.hpp>
 
 #include "json.hpp"
+#include "plan/pipeline.hpp"
 
 namespace omgs {
 
@@ -33,45 +34,32 @@ Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>&
   check_partition(layers, groups);
   Timeline t;
   t.groups.resize(groups.size());
-  double compute = 0.0;   // end of the previous top-k on the compute stream
-  double comm_end = 0.0;  // end of the previous communication
+  detail::PipelineState state;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const Group& gr = groups[g];
-    // Backward time of the group, accumulated from its highest layer down, the order in
-    // which MGS merges (tb[l-1] += tb[l]).
-    double tb = 0.0;
-    std::uint64_t numel = 0;
-    for (std::size_t l = gr.end; l-- > gr.begin;) {
-      tb = tb + layers[l].backward_s;
-      numel += layers[l].numel;
-    }
+    const detail::GroupSums sums = detail::group_sums(layers, gr);
     // A dense group has no top-k (its topk_end equals its topk_start) and one allreduce.
     const bool dense = gr.collective == Collective::dense;
-    const double ts = dense ? 0.0 : model.topk_s(numel);
-    const double tc = dense ? model.allreduce_s(numel, config.workers)
-                            : model.allgather_s(numel, config.workers, config.density);
+    const double ts = dense ? 0.0 : model.topk_s(sums.numel);
+    const double tc = dense ? model.allreduce_s(sums.numel, config.workers)
+                            : model.allgather_s(sums.numel, config.workers, config.density);
     if (!std::isfinite(ts) || ts < 0.0 || !std::isfinite(tc) || tc < 0.0)
       throw Error("omgs: " + model.describe() + " predicts topk_s = " + std::to_string(ts) +
                   (dense ? ", allreduce_s = " : ", allgather_s = ") + std::to_string(tc) +
-                  " for group " + std::to_string(g) + " of " + std::to_string(numel) +
+                  " for group " + std::to_string(g) + " of " + std::to_string(sums.numel) +
                   " elements (must be finite and >= 0)");
     GroupTiming& gt = t.groups[g];
-    gt.backward_start_s = compute;
-    gt.topk_start_s = compute + tb;
-    gt.topk_end_s = gt.topk_start_s + ts;
-    gt.comm_start_s = std::max(comm_end, gt.topk_end_s);
-    gt.comm_end_s = gt.comm_start_s + tc;
-    compute = gt.topk_end_s;
-    comm_end = gt.comm_end_s;
+    gt = detail::pipeline_step(state, sums.backward_s, ts, tc);
+    state = detail::pipeline_after(gt);
     t.comm_total_s += tc;
     if (!std::isfinite(gt.comm_end_s) || !std::isfinite(t.comm_total_s))
       throw Error("omgs: the predicted timeline overflows at group " + std::to_string(g) +
                   " (layers [" + std::to_string(gr.begin) + ", " + std::to_string(gr.end) +
                   ")): the sum of backward, top-k and allgather times is not finite");
   }
-  t.compute_end_s = compute;
-  t.iteration_end_s = comm_end;
-  t.non_overlapped_comm_s = comm_end - compute;
+  t.compute_end_s = state.compute_end_s;
+  t.iteration_end_s = state.comm_end_s;
+  t.non_overlapped_comm_s = state.comm_end_s - state.compute_end_s;
   return t;
 }
 

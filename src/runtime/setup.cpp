@@ -35,55 +35,21 @@ std::uint64_t double_bits(double d) {
   return u;
 }
 
-/// A positive number of seconds from environment variable `name`, if set; throws naming it.
-void read_seconds(const char* name, double& seconds) {
-  const char* v = env_value(name);
-  if (v == nullptr) return;
-  char* end = nullptr;
-  const double t = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !std::isfinite(t) || !(t > 0))
-    throw Error(std::string("omgs: ") + name + "='" + v + "' is not a positive number of seconds");
-  seconds = t;
-}
-
-/// A count >= 0 from environment variable `name`, if set; throws naming it.
-void read_count(const char* name, int& count) {
-  const char* v = env_value(name);
-  if (v == nullptr) return;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || n < 0 || n > 1000000)
-    throw Error(std::string("omgs: ") + name + "='" + v + "' is not a count in [0, 1000000]");
-  count = static_cast<int>(n);
-}
-
 /// Applies the OMGS_* environment variables to the options (they win), and checks every
 /// value; throws omgs::Error naming the variable.
 void apply_environment(RuntimeOptions& o) {
   if (!o.read_environment) return;
-  std::string pin_source;
-  apply_progress_environment(o.progress_pin, o.gpu_aware, pin_source);
-  if (const char* v = env_value("OMGS_TRACE")) o.trace_path = v;
-  read_seconds("OMGS_TIMEOUT_S", o.wait_timeout_s);
-  read_seconds("OMGS_SHUTDOWN_TIMEOUT_S", o.shutdown_timeout_s);
-  read_count("OMGS_REFIT_ITERATIONS", o.refit_iterations);
-  read_count("OMGS_MAX_REPLANS", o.max_replans);
-  if (const char* v = env_value("OMGS_REPLAN_MIN_GAIN")) {
-    char* end = nullptr;
-    o.replan_min_gain = std::strtod(v, &end);
-    if (end == v || *end != '\0' || !std::isfinite(o.replan_min_gain) || o.replan_min_gain < 0)
-      throw Error(std::string("omgs: OMGS_REPLAN_MIN_GAIN='") + v +
-                  "' is not a number >= 0 (a fraction of the predicted iteration)");
-  }
-  if (const char* v = env_value("OMGS_ON_TIMEOUT")) {
-    const std::string a = v;
-    if (a == "report")
-      o.on_timeout = TimeoutAction::report;
-    else if (a == "abort")
-      o.on_timeout = TimeoutAction::abort;
-    else
-      throw Error("omgs: OMGS_ON_TIMEOUT='" + a + "' is not 'report' or 'abort'");
-  }
+  const RuntimeEnvironment env = read_runtime_environment();
+  apply_if_set(o.progress_pin, env.progress_pin);
+  apply_if_set(o.gpu_aware, env.gpu_aware);
+  apply_if_set(o.trace_path, env.trace_path);
+  apply_if_set(o.wait_timeout_s, env.wait_timeout_s);
+  apply_if_set(o.shutdown_timeout_s, env.shutdown_timeout_s);
+  apply_if_set(o.refit_iterations, env.refit_iterations);
+  apply_if_set(o.max_replans, env.max_replans);
+  apply_if_set(o.replan_min_gain, env.replan_min_gain);
+  if (env.abort_on_timeout)
+    o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
 }
 
 /// Before the communicator is duplicated: MPI and Kokkos usable, the communicator valid.

@@ -1,6 +1,9 @@
 #include <omgs/plan.hpp>
 
+#include <limits>
+
 #include "omgs_catch.hpp"
+#include "plan/pipeline.hpp"
 #include "test_support.hpp"
 
 using omgs::Group;
@@ -45,6 +48,35 @@ TEST_CASE("timeline of merged groups, by hand", "[plan][timeline]") {
   CHECK(t.groups[1].topk_start_s == 4.5);
   CHECK(t.groups[1].comm_start_s == 5.25);  // the network was free since 4.5
   CHECK(t.iteration_end_s == 7.75);
+}
+
+TEST_CASE("pipeline_step: backward after the last top-k, comm after both", "[plan][timeline]") {
+  using omgs::detail::pipeline_after;
+  using omgs::detail::pipeline_step;
+  // The network is busy until 4: the top-k ending at 3 waits for it.
+  const omgs::GroupTiming waits = pipeline_step({1.0, 4.0}, 1.5, 0.5, 2.0);
+  CHECK(waits.backward_start_s == 1.0);
+  CHECK(waits.topk_start_s == 2.5);
+  CHECK(waits.topk_end_s == 3.0);
+  CHECK(waits.comm_start_s == 4.0);
+  CHECK(waits.comm_end_s == 6.0);
+  const omgs::detail::PipelineState next = pipeline_after(waits);
+  CHECK(next.compute_end_s == 3.0);
+  CHECK(next.comm_end_s == 6.0);
+  // A free network: the communication starts at the end of the top-k; with no earlier
+  // communication at all (-inf) likewise, also for a negative top-k end.
+  CHECK(pipeline_step({1.0, 0.5}, 1.5, 0.5, 2.0).comm_start_s == 3.0);
+  const double none = -std::numeric_limits<double>::infinity();
+  CHECK(pipeline_step({0.0, none}, 0.0, -1.0, 1.0).comm_start_s == -1.0);
+}
+
+TEST_CASE("group_sums adds a group's layers from the highest down", "[plan][timeline]") {
+  const omgs::detail::GroupSums sums = omgs::detail::group_sums(layers, {0, 2, 0});
+  CHECK(sums.numel == 3);
+  CHECK(sums.backward_s == 3.0);
+  // 1e16 + 1 + 1 from the top: each 1 is lost; from the bottom they would add up to 2.
+  const std::vector<LayerSpec> wide = {{"a", 1, 1.0}, {"b", 1, 1.0}, {"c", 1, 1e16}};
+  CHECK(omgs::detail::group_sums(wide, {0, 3, 0}).backward_s == 1e16);
 }
 
 TEST_CASE("predict rejects groupings that are not a backward-order partition", "[plan][timeline]") {

@@ -12,6 +12,7 @@
 #include <omgs/runtime.hpp>
 
 #include "../../src/plan/json.hpp"
+#include "comm/environment.hpp"
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
 
@@ -288,4 +289,39 @@ TEST_CASE("bad OMGS_* environment values on one rank fail every rank with their 
     opt.read_environment = false;
     CHECK_NOTHROW(omgs::Runtime(MPI_COMM_WORLD, layers, opt));
   }
+}
+
+TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime honours",
+          "[runtime][env]") {
+  using omgs::detail::read_runtime_environment;
+  {
+    const omgs::detail::RuntimeEnvironment none = read_runtime_environment();
+    CHECK_FALSE(none.wait_timeout_s.has_value());
+    CHECK_FALSE(none.abort_on_timeout.has_value());
+  }
+  EnvGuard pin("OMGS_PROGRESS_CPU", "3", true);
+  EnvGuard gpu("OMGS_GPU_AWARE_MPI", "no", true);
+  EnvGuard trace("OMGS_TRACE", "t.json", true);
+  EnvGuard timeout("OMGS_TIMEOUT_S", "12.5", true);
+  EnvGuard shutdown("OMGS_SHUTDOWN_TIMEOUT_S", "0.25", true);
+  EnvGuard refit("OMGS_REFIT_ITERATIONS", "40", true);
+  EnvGuard replans("OMGS_MAX_REPLANS", "0", true);
+  EnvGuard gain("OMGS_REPLAN_MIN_GAIN", "0", true);
+  EnvGuard action("OMGS_ON_TIMEOUT", "abort", true);
+  const omgs::detail::RuntimeEnvironment env = read_runtime_environment();
+  CHECK(env.progress_pin->policy == omgs::PinPolicy::pu);
+  CHECK(env.progress_pin->pu == 3);
+  CHECK(*env.gpu_aware == omgs::GpuAwareMpi::no);
+  CHECK(*env.trace_path == "t.json");
+  CHECK(*env.wait_timeout_s == 12.5);
+  CHECK(*env.shutdown_timeout_s == 0.25);
+  CHECK(*env.refit_iterations == 40);
+  CHECK(*env.max_replans == 0);
+  CHECK(*env.replan_min_gain == 0.0);
+  CHECK(*env.abort_on_timeout);
+  // The first bad value in the order of the fields is named.
+  EnvGuard bad_count("OMGS_MAX_REPLANS", "1000001", true);
+  EnvGuard bad_action("OMGS_ON_TIMEOUT", "later", true);
+  CHECK_THROWS_WITH(read_runtime_environment(),
+                    "omgs: OMGS_MAX_REPLANS='1000001' is not a count in [0, 1000000]");
 }
