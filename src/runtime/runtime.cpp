@@ -59,28 +59,26 @@ struct CallGuard {
 }  // namespace
 
 Status RuntimeImpl::ready(std::size_t l) noexcept {
-  auto& s = *this;
   const double t_in = now_s();
-  if (l >= s.layers.size())
-    return s.fail(Status::unknown_layer, "omgs: ready(" + std::to_string(l) + "): there are only " +
-                                             std::to_string(s.layers.size()) + " layers");
-  if (s.is_ready[l])
-    return s.fail(Status::already_ready, "omgs: ready(" + std::to_string(l) + "): layer '" +
-                                             s.layers[l].name +
-                                             "' is already ready in this iteration");
-  if (s.ready_count == 0) {
-    s.current = IterationStats{};
-    s.iteration_start_s = std::isnan(s.begin_s) ? t_in : s.begin_s;
+  if (l >= layers.size())
+    return fail(Status::unknown_layer, "omgs: ready(" + std::to_string(l) + "): there are only " +
+                                           std::to_string(layers.size()) + " layers");
+  if (is_ready[l])
+    return fail(Status::already_ready, "omgs: ready(" + std::to_string(l) + "): layer '" +
+                                           layers[l].name + "' is already ready in this iteration");
+  if (ready_count == 0) {
+    current = IterationStats{};
+    iteration_start_s = std::isnan(begin_s) ? t_in : begin_s;
   }
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::ready"));
-  s.is_ready[l] = 1;
-  ++s.ready_count;
+  is_ready[l] = 1;
+  ++ready_count;
   // The training code computed this layer between the previous ready() and this one.
-  s.layer_ready_s[l] = t_in;
-  s.layer_bwd_s[l] = t_in - s.last_return_s;  // NaN for the first, without begin_backward
-  const std::size_t g = s.plan().group_of_layer[l];
-  if (--s.instance_->remaining[g] == 0) s.sparsify(g);
-  s.last_return_s = now_s();
+  layer_ready_s[l] = t_in;
+  layer_bwd_s[l] = t_in - last_return_s;  // NaN for the first, without begin_backward
+  const std::size_t g = plan().group_of_layer[l];
+  if (--instance_->remaining[g] == 0) sparsify(g);
+  last_return_s = now_s();
   Kokkos::Profiling::popRegion();
   return Status::ok;
 }
