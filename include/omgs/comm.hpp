@@ -1,8 +1,9 @@
-// omgs::ProgressEngine: one progress thread (hwloc-pinned) that posts one
-// MPI_Iallgatherv per merged group, in plan order, and reports completions.
+// omgs::ProgressEngine: one progress thread (hwloc-pinned) that posts one collective per
+// merged group, in plan order, and reports completions: MPI_Iallgatherv of the group's
+// pairs, or MPI_Iallreduce of a dense group's floats (GroupBuffers says which).
 //
 //   owner thread                         progress thread
-//   submit(g) --> submit queue  ------>  post MPI_Iallgatherv(group g)   (plan order)
+//   submit(g) --> submit queue  ------>  post group g's collective      (plan order)
 //                                        MPI_Testsome(in-flight groups)
 //   poll_completed(g) / wait(g) <------  completion queue <-- "g done"
 //

@@ -1,5 +1,6 @@
 // Internal: the progress engine's state, shared by its set-up (engine_setup.cpp), its hot
-// path (progress_engine.cpp) and the watchdog protocol (watchdog.cpp).
+// path (progress_engine.cpp), the wires it posts (wire*.cpp) and the watchdog protocol
+// (watchdog.cpp).
 #pragma once
 
 #include <mpi.h>
@@ -20,6 +21,7 @@
 #include "comm/layout.hpp"
 #include "comm/pinning.hpp"
 #include "comm/watchdog.hpp"
+#include "comm/wire.hpp"
 
 namespace omgs::detail {
 
@@ -35,21 +37,14 @@ enum class Submission : int {
 /// the submit-queue push and read by [P] after the pop (the queue's release/acquire
 /// orders them).
 struct GroupState {
-  GroupBuffers buf;
-  const SparsePair* mpi_send = nullptr;  // buf.send or the host mirror
-  SparsePair* mpi_recv = nullptr;        // buf.recv or the host mirror
-  std::vector<SparsePair> host_send;     // staging mirrors (empty unless staging)
-  std::vector<SparsePair> host_recv;
-  const float* mpi_dense_send = nullptr;  // buf.dense_send or the host mirror (dense groups)
-  float* mpi_dense_recv = nullptr;
-  std::vector<float> host_dense_send, host_dense_recv;
-  bool dense() const { return buf.dense_numel > 0; }
-  std::vector<int> counts;    // [P] per-rank counts of the exchange in flight / last
-  std::vector<int> displs;    // [P]
-  int send_count = 0;         // [S]
-  int total = 0;              // [P] pairs received in the last exchange
-  bool counts_phase = false;  // [P] the count MPI_Iallgather is in flight
-  bool counts_ready = false;  // [P] counts arrived, data not yet posted (waits for plan order)
+  std::unique_ptr<Wire> wire;  // what the group posts (its collective and its buffers)
+  std::size_t k = 0;           // wire->k(): the most items a submit may count
+  std::vector<int> counts;     // [P] per-rank counts of the exchange in flight / last
+  std::vector<int> displs;     // [P]
+  int send_count = 0;          // [S]
+  int total = 0;               // [P] pairs received in the last exchange
+  bool counts_phase = false;   // [P] the count MPI_Iallgather is in flight
+  bool counts_ready = false;   // [P] counts arrived, data not yet posted (waits for plan order)
   std::atomic<Submission> state{Submission::idle};
   bool failed = false;  // [P] MPI reported an error completing the exchange (read by [O]
                         // after the completion-queue pop, which orders it)
@@ -99,8 +94,9 @@ class EngineImpl {
   // Set-up steps (engine_setup.cpp).
   ProgressOptions configure(MPI_Comm user_comm, ProgressOptions options);
   std::string validate_groups(const std::vector<GroupBuffers>& groups);
-  void agree_on_groups(const std::vector<GroupBuffers>& groups, const std::string& local_error);
-  void init_groups(const std::vector<GroupBuffers>& groups);
+  void compute_displs(GroupState& s) noexcept;  // variable counts: from the arrived counts
+  void agree_on_groups(const std::string& local_error);
+  void init_groups();
   void init_driver_state();
   std::pair<int, int> node_ranks();
   RankLayout measure_layout(std::pair<int, int> node);
@@ -138,6 +134,7 @@ class EngineImpl {
   // The watchdog's point-to-point queries and replies, apart from the collectives.
   Watchdog watchdog_;
   PairType pair_type_;
+  WireContext wire_ctx_;  // what every group's wire posts on (init_driver_state)
   bool gpu_aware_ = false;
   bool staging_ = false;
 
@@ -155,7 +152,7 @@ class EngineImpl {
   std::uint64_t cycle_ = 0;          // completed rounds of next_post_ through all groups
   Clock::time_point retry_after_{};  // after a failed post: back off before the retry
   bool broken_ = false;              // a collective completed in error: post nothing more
-  // collectives_posted_: +1 per MPI_Iallgatherv / MPI_Iallreduce (post_data) and per count
+  // collectives_posted_: +1 per data collective (post_data: the group's wire) and per count
   // MPI_Iallgather (post_first); see ProgressStats::collectives_posted.
   std::atomic<std::uint64_t> collectives_posted_{0}, groups_completed_{0}, mpi_errors_{0};
   ProgressCounters counters_;  // what the watchdog reports

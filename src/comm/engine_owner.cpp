@@ -12,7 +12,7 @@ namespace omgs::detail {
 SubmitStatus EngineImpl::submit(int g, std::size_t count) noexcept {
   if (g < 0 || g >= num_groups_) return SubmitStatus::bad_group;
   GroupState& s = groups_[static_cast<std::size_t>(g)];
-  if (count > s.buf.k || (!options_.variable_counts && count != s.buf.k)) {
+  if (count > s.k || (!options_.variable_counts && count != s.k)) {
     return SubmitStatus::bad_group;
   }
   if (stop_.load(std::memory_order_relaxed) || stopped_.load(std::memory_order_relaxed)) {
@@ -27,11 +27,7 @@ SubmitStatus EngineImpl::submit(int g, std::size_t count) noexcept {
   }
   s.send_count = static_cast<int>(count);
   counters_.submitted.fetch_add(1, std::memory_order_relaxed);
-  if (staging_ && count > 0)
-    options_.copy_to_host(s.host_send.data(), s.buf.send, count * sizeof(SparsePair));
-  if (staging_ && s.dense())
-    options_.copy_to_host(s.host_dense_send.data(), s.buf.dense_send,
-                          s.buf.dense_numel * sizeof(float));
+  if (staging_) s.wire->stage_out(options_.copy_to_host, count);
   s.last_submit_s.store(now_s(), std::memory_order_relaxed);
   if (!submit_q_->try_push(g)) {
     s.state.store(Submission::idle, std::memory_order_release);
@@ -47,13 +43,7 @@ bool EngineImpl::progress() noexcept {
 
 void EngineImpl::finish_group_owner(int g) noexcept {
   GroupState& s = groups_[static_cast<std::size_t>(g)];
-  if (staging_ && s.total > 0) {
-    options_.copy_to_device(s.buf.recv, s.host_recv.data(),
-                            static_cast<std::size_t>(s.total) * sizeof(SparsePair));
-  }
-  if (staging_ && s.dense() && !s.failed)
-    options_.copy_to_device(s.buf.dense_recv, s.host_dense_recv.data(),
-                            s.buf.dense_numel * sizeof(float));
+  if (staging_) s.wire->stage_in(options_.copy_to_device, s);
 }
 
 bool EngineImpl::pop_completion(int& g) noexcept {
@@ -212,7 +202,7 @@ ProgressEngine::~ProgressEngine() = default;
 
 SubmitStatus ProgressEngine::submit(int g) noexcept {
   if (g < 0 || g >= impl_->num_groups_) return SubmitStatus::bad_group;
-  return impl_->submit(g, impl_->groups_[static_cast<std::size_t>(g)].buf.k);
+  return impl_->submit(g, impl_->groups_[static_cast<std::size_t>(g)].k);
 }
 SubmitStatus ProgressEngine::submit(int g, std::size_t count) noexcept {
   return impl_->submit(g, count);

@@ -60,8 +60,8 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
   ranks_ = comm_.size();
   rank_ = comm_.rank();
   // Local validation; the verdict is agreed on collectively so that every rank throws.
-  agree_on_groups(groups, validate_groups(groups));
-  init_groups(groups);
+  agree_on_groups(validate_groups(groups));
+  init_groups();
   init_driver_state();
   start_progress(node_ranks());
 }
@@ -131,22 +131,13 @@ std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups)
   if (groups.size() > static_cast<std::size_t>(INT_MAX / 2)) return "too many groups";
   num_groups_ = static_cast<int>(groups.size());
   if (num_groups_ == 0) return "no groups given";
+  groups_.reset(new GroupState[static_cast<std::size_t>(num_groups_)]);
   for (int g = 0; g < num_groups_; ++g) {
-    const GroupBuffers& b = groups[static_cast<std::size_t>(g)];
-    const unsigned long long total = static_cast<unsigned long long>(b.k) * ranks_;
-    if (b.k > static_cast<std::size_t>(INT_MAX) || total > static_cast<unsigned long long>(INT_MAX))
-      return "group " + std::to_string(g) + ": k = " + std::to_string(b.k) + " pairs x " +
-             std::to_string(ranks_) + " ranks = " + std::to_string(total) +
-             " pairs overflows MPI's int count (MPI " + std::to_string(MPI_VERSION) + "." +
-             std::to_string(MPI_SUBVERSION) + " has no large-count collectives used here)";
-    if (b.k > 0 && (b.send == nullptr || b.recv == nullptr))
-      return "group " + std::to_string(g) + ": null send or receive buffer";
-    if (b.dense_numel > static_cast<std::size_t>(INT_MAX))
-      return "group " + std::to_string(g) + ": dense_numel = " + std::to_string(b.dense_numel) +
-             " floats overflows MPI's int count";
-    if (b.dense_numel > 0 && (b.k != 0 || b.dense_send == nullptr || b.dense_recv == nullptr))
-      return "group " + std::to_string(g) +
-             ": a dense group needs k = 0 and non-null dense_send and dense_recv";
+    GroupState& s = groups_[static_cast<std::size_t>(g)];
+    s.wire = make_wire(groups[static_cast<std::size_t>(g)]);
+    s.k = s.wire->k();
+    std::string err = s.wire->check(g, ranks_);
+    if (!err.empty()) return err;
   }
   gpu_aware_ = options_.gpu_aware == GpuAwareMpi::automatic
                    ? mpi_reports_gpu_support()
@@ -169,8 +160,7 @@ std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups)
 }
 
 /// Collective: every rank's verdict, then the number of groups, the mode and every k.
-void EngineImpl::agree_on_groups(const std::vector<GroupBuffers>& groups,
-                                 const std::string& local_error) {
+void EngineImpl::agree_on_groups(const std::string& local_error) {
   const std::string prefix = std::string(who) + " (rank " + std::to_string(rank_) + "): ";
   agree_on_error(comm_.get(), local_error.empty() ? "" : prefix + local_error, who);
   std::vector<std::uint64_t> mx, mn;
@@ -180,13 +170,13 @@ void EngineImpl::agree_on_groups(const std::vector<GroupBuffers>& groups,
                 " to " + std::to_string(mx[0]) + "; this rank has " + std::to_string(num_groups_) +
                 ")");
   if (mx[1] != mn[1]) throw Error(prefix + "ranks disagree on options.variable_counts");
-  // Every k, then every dense size: a group sparse on one rank and dense on another would
-  // post an allgather against an allreduce.
+  // Every k, then every wire's extent (a dense group's size): a group sparse on one rank
+  // and dense on another would post an allgather against an allreduce.
+  const auto G = static_cast<std::size_t>(num_groups_);
   std::vector<std::uint64_t> ks;
-  for (const GroupBuffers& b : groups) ks.push_back(b.k);
-  for (const GroupBuffers& b : groups) ks.push_back(b.dense_numel);
+  for (std::size_t g = 0; g < G; ++g) ks.push_back(groups_[g].k);
+  for (std::size_t g = 0; g < G; ++g) ks.push_back(groups_[g].wire->extent());
   max_min(comm_.get(), ks, mx, mn);
-  const std::size_t G = groups.size();
   for (std::size_t i = 0; i < ks.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(prefix + "ranks disagree on " + (i < G ? "k" : "the dense size (collective)") +
@@ -196,42 +186,25 @@ void EngineImpl::agree_on_groups(const std::vector<GroupBuffers>& groups,
 }
 
 /// Counts and displacements once (fixed mode), host mirrors when staging.
-void EngineImpl::init_groups(const std::vector<GroupBuffers>& groups) {
-  groups_.reset(new GroupState[static_cast<std::size_t>(num_groups_)]);
+void EngineImpl::init_groups() {
   const auto P = static_cast<std::size_t>(ranks_);
   for (int g = 0; g < num_groups_; ++g) {
     GroupState& s = groups_[static_cast<std::size_t>(g)];
-    s.buf = groups[static_cast<std::size_t>(g)];
-    const int k = static_cast<int>(s.buf.k);
+    const int k = static_cast<int>(s.k);
     s.counts.assign(P, k);
     s.displs.resize(P);
     for (std::size_t r = 0; r < P; ++r) s.displs[r] = static_cast<int>(r) * k;
     s.send_count = k;
     s.total = k * ranks_;
     s.last_submit_s = s.last_post_s = s.last_complete_s = epoch_s_;
-    if (staging_) {
-      s.host_send.resize(s.buf.k);
-      s.host_recv.resize(s.buf.k * P);
-      s.mpi_send = s.host_send.data();
-      s.mpi_recv = s.host_recv.data();
-    } else {
-      s.mpi_send = s.buf.send;
-      s.mpi_recv = s.buf.recv;
-    }
-    s.mpi_dense_send = s.buf.dense_send;
-    s.mpi_dense_recv = s.buf.dense_recv;
-    if (staging_ && s.dense()) {
-      s.host_dense_send.resize(s.buf.dense_numel);
-      s.host_dense_recv.resize(s.buf.dense_numel);
-      s.mpi_dense_send = s.host_dense_send.data();
-      s.mpi_dense_recv = s.host_dense_recv.data();
-    }
+    s.wire->init(staging_, ranks_);
   }
 }
 
 /// Everything the driver and the owner use per iteration, allocated once here.
 void EngineImpl::init_driver_state() {
   const auto G = static_cast<std::size_t>(num_groups_);
+  wire_ctx_ = {comm_.get(), pair_type_.get()};
   requests_.assign(G, MPI_REQUEST_NULL);
   testsome_indices_.assign(G, 0);
   testsome_statuses_.resize(G);

@@ -1,8 +1,8 @@
-// The progress engine's driver: one MPI_Iallgatherv per merged group (one MPI_Iallreduce
-// per dense group, on the same communicator), posted in plan order
-// by a (pinned) progress thread or, in inline mode, by the owner's own calls; completions
-// tested and handed back. The owner's side is in engine_owner.cpp, the set-up in
-// engine_setup.cpp, the watchdog protocol in watchdog.cpp.
+// The progress engine's driver: one collective per merged group, the one its wire posts
+// (wire.hpp: the pairs' MPI_Iallgatherv, a dense group's MPI_Iallreduce; all on the same
+// communicator), in plan order, by a (pinned) progress thread or, in inline mode, by the
+// owner's own calls; completions tested and handed back. The owner's side is in engine_owner.cpp,
+// the set-up in engine_setup.cpp, the watchdog protocol in watchdog.cpp.
 #include <omgs/comm.hpp>
 
 #include <algorithm>
@@ -144,9 +144,9 @@ bool EngineImpl::post_pending_data() noexcept {
 bool EngineImpl::post_first(int g) noexcept {
   GroupState& s = groups_[static_cast<std::size_t>(g)];
   s.failed = false;
-  if (options_.variable_counts && s.dense()) {
-    // No counts to exchange: the allreduce waits for its turn on the data communicator
-    // behind earlier groups whose counts are still in flight (plan order on every rank).
+  if (options_.variable_counts && !s.wire->exchanges_counts()) {
+    // No counts to exchange: the data waits for its turn on the data communicator behind
+    // earlier groups whose counts are still in flight (plan order on every rank).
     s.counts_phase = false;
     s.counts_ready = true;
     post_pending_data();
@@ -172,31 +172,8 @@ bool EngineImpl::post_first(int g) noexcept {
 
 bool EngineImpl::post_data(int g) noexcept {
   GroupState& s = groups_[static_cast<std::size_t>(g)];
-  MPI_Request* req = &requests_[static_cast<std::size_t>(g)];
-  int rc = MPI_SUCCESS;
-  if (s.dense()) {
-    rc = MPI_Iallreduce(s.mpi_dense_send, s.mpi_dense_recv, static_cast<int>(s.buf.dense_numel),
-                        MPI_FLOAT, MPI_SUM, comm_.get(), req);
-  } else {
-    if (options_.variable_counts) {
-      // Counts arrived from every rank; each is <= k (enforced by submit on every rank),
-      // so the prefix sums stay <= P*k, checked against INT_MAX at set-up.
-      const int k = static_cast<int>(s.buf.k);
-      int offset = 0;
-      for (int r = 0; r < ranks_; ++r) {
-        int& c = s.counts[static_cast<std::size_t>(r)];
-        if (c < 0 || c > k) {  // a peer's bug; never write past the buffer
-          mpi_errors_.fetch_add(1, std::memory_order_relaxed);
-          c = std::max(0, std::min(c, k));
-        }
-        s.displs[static_cast<std::size_t>(r)] = offset;
-        offset += c;
-      }
-      s.total = offset;
-    }
-    rc = MPI_Iallgatherv(s.mpi_send, s.send_count, pair_type_.get(), s.mpi_recv, s.counts.data(),
-                         s.displs.data(), pair_type_.get(), comm_.get(), req);
-  }
+  if (options_.variable_counts && s.wire->exchanges_counts()) compute_displs(s);
+  const int rc = s.wire->post(wire_ctx_, s, &requests_[static_cast<std::size_t>(g)]);
   if (rc != MPI_SUCCESS) {
     post_failed(g, rc);
     return false;
@@ -204,6 +181,23 @@ bool EngineImpl::post_data(int g) noexcept {
   s.counts_phase = false;
   collectives_posted_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+/// Counts arrived from every rank; each is <= k (enforced by submit on every rank), so the
+/// prefix sums stay <= P*k, checked against INT_MAX at set-up.
+void EngineImpl::compute_displs(GroupState& s) noexcept {
+  const int k = static_cast<int>(s.k);
+  int offset = 0;
+  for (int r = 0; r < ranks_; ++r) {
+    int& c = s.counts[static_cast<std::size_t>(r)];
+    if (c < 0 || c > k) {  // a peer's bug; never write past the buffer
+      mpi_errors_.fetch_add(1, std::memory_order_relaxed);
+      c = std::max(0, std::min(c, k));
+    }
+    s.displs[static_cast<std::size_t>(r)] = offset;
+    offset += c;
+  }
+  s.total = offset;
 }
 
 void EngineImpl::on_request_done(int g) noexcept {
@@ -220,13 +214,8 @@ void EngineImpl::on_request_done(int g) noexcept {
   counters_.completed.fetch_add(1, std::memory_order_relaxed);
   s.completions.fetch_add(1, std::memory_order_relaxed);
   s.last_complete_s.store(now_s(), std::memory_order_relaxed);
-  const std::uint64_t dense_bytes = s.buf.dense_numel * sizeof(float);
-  s.bytes_sent.fetch_add(
-      s.dense() ? dense_bytes : static_cast<std::uint64_t>(s.send_count) * sizeof(SparsePair),
-      std::memory_order_relaxed);
-  s.bytes_received.fetch_add(
-      s.dense() ? dense_bytes : static_cast<std::uint64_t>(s.total) * sizeof(SparsePair),
-      std::memory_order_relaxed);
+  s.bytes_sent.fetch_add(s.wire->bytes_sent(s), std::memory_order_relaxed);
+  s.bytes_received.fetch_add(s.wire->bytes_received(s), std::memory_order_relaxed);
   groups_completed_.fetch_add(1, std::memory_order_relaxed);
   // The queue's release/acquire hands counts/displs/total and the received data to the
   // owner. It cannot be full: at most one item per group is outstanding and cap >= 2G.

@@ -23,7 +23,8 @@ void RuntimeImpl::start_loop() {
 /// After finish() (every rank counts the same iterations): the stats of the closed loop,
 /// this iteration's measurements, and at the end of a window the refit (collective).
 void RuntimeImpl::record_insitu(IterationStats& st) noexcept {
-  st.predicted_s = plan.predicted.iteration_end_s;
+  const Timeline& measured = instance_->measured;
+  st.predicted_s = plan().predicted.iteration_end_s;
   st.measured_s = measured.iteration_end_s;
   st.model_generation = model_generation;
   st.plan_generation = plan_generation;
@@ -54,7 +55,7 @@ void RuntimeImpl::record_insitu(IterationStats& st) noexcept {
   st.replanned = plan_generation != plan_before;
   st.model_generation = model_generation;
   st.plan_generation = plan_generation;
-  st.predicted_s = plan.predicted.iteration_end_s;
+  st.predicted_s = plan().predicted.iteration_end_s;
   reset_window();
 }
 

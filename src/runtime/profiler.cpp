@@ -1,5 +1,6 @@
 // The profiler: backward times measured from the spacing of ready() calls, the measured
-// timeline of each iteration (and its trace events), and the one replan after profiling.
+// timeline of each iteration (and its trace events), and the one replan after profiling
+// (which installs its plan like every other: plan_instance.cpp).
 #include <algorithm>
 #include <cmath>
 
@@ -39,15 +40,18 @@ void RuntimeImpl::finish_timeline() noexcept {
   double origin = std::numeric_limits<double>::infinity();
   for (std::size_t l = 0; l < layers.size(); ++l)
     origin = std::min(origin, layer_ready_s[l] - layer_bwd_s[l]);
+  PlanInstance& p = *instance_;
+  Timeline& measured = p.measured;
+  const std::vector<double>&topk_start_s = p.topk_start_s, &topk_end_s = p.topk_end_s;
   measured.compute_end_s = 0;
   measured.iteration_end_s = 0;
   measured.comm_total_s = 0;
-  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
-    const Group& gr = plan.groups[g];
+  for (std::size_t g = 0; g < p.plan.groups.size(); ++g) {
+    const Group& gr = p.plan.groups[g];
     double bstart = std::numeric_limits<double>::infinity();
     for (std::size_t l = gr.begin; l < gr.end; ++l)
       bstart = std::min(bstart, layer_ready_s[l] - layer_bwd_s[l]);
-    const GroupTimes ct = engine->group_times(static_cast<int>(g));
+    const GroupTimes ct = p.engine->group_times(static_cast<int>(g));
     GroupTiming& t = measured.groups[g];
     t.backward_start_s = bstart - origin;
     t.topk_start_s = topk_start_s[g] - origin;
@@ -61,43 +65,11 @@ void RuntimeImpl::finish_timeline() noexcept {
     record(TraceKind::sparsify, static_cast<int>(g), topk_start_s[g], topk_end_s[g]);
     record(TraceKind::queue, static_cast<int>(g), ct.submit_s, ct.post_s);
     record(TraceKind::allgather, static_cast<int>(g), ct.post_s, ct.complete_s);
-    if (!std::isnan(agg_start_s[g]))
-      record(TraceKind::aggregate, static_cast<int>(g), agg_start_s[g], agg_end_s[g]);
-    agg_start_s[g] = agg_end_s[g] = nan_s;
+    if (!std::isnan(p.agg_start_s[g]))
+      record(TraceKind::aggregate, static_cast<int>(g), p.agg_start_s[g], p.agg_end_s[g]);
+    p.agg_start_s[g] = p.agg_end_s[g] = nan_s;
   }
   measured.non_overlapped_comm_s = std::max(0.0, measured.iteration_end_s - measured.compute_end_s);
-}
-
-/// Collective: makes `next` the plan in force (checked identical on every rank) and
-/// rebuilds what depends on the groups: buffers and engine (idle: finish() waited for
-/// every group). On an error (agreed by every rank) the previous plan is restored, as far
-/// as possible, and the error rethrown.
-void RuntimeImpl::install_plan(Plan next) {
-  const Plan previous = plan;
-  try {
-    engine.reset();  // stops the thread first
-    plan = std::move(next);
-    check_plan();
-    std::string err;
-    try {
-      check_sizes();
-      allocate_groups();
-    } catch (const Error& e) {
-      err = e.what();
-    }
-    agree_on_error(comm, err, "omgs");
-    start_engine();
-    ++plan_generation;
-  } catch (const std::exception& e) {
-    try {
-      plan = previous;
-      allocate_groups();
-      if (!engine) start_engine();
-    } catch (const std::exception& e2) {
-      throw Error(std::string(e.what()) + "; restoring the previous plan failed too: " + e2.what());
-    }
-    throw;
-  }
 }
 
 /// The layers with the backward times accumulated in bwd_sum / bwd_count, averaged over
@@ -125,11 +97,10 @@ void RuntimeImpl::replan() noexcept {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::replan"));
   try {
     std::vector<LayerSpec> measured_layers = agreed_backward_times();
-    const PlanConfig config{size, options.density, options.threshold_numel};
     std::string err;
     Plan next;
     try {
-      next = make_plan(options.planner, measured_layers, *model, config);
+      next = make_plan(options.planner, measured_layers, *model, plan_config());
     } catch (const std::exception& e) {
       err = e.what();
     }

@@ -105,6 +105,7 @@ void RuntimeImpl::refit() noexcept {
 /// the last rank to post, a skew of compute, not a cost of the network). Collective.
 std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
                                             std::vector<LayerSpec>& next_layers, RefitReport& rep) {
+  const Plan& plan = this->plan();
   const std::size_t L = layers.size(), G = plan.groups.size();
   GroupPoints p;
   p.sparsify_s.assign(G, 0.0);  // a rank without a measured iteration defers to the others
@@ -183,7 +184,8 @@ LoopInputs RuntimeImpl::loop_inputs(const RefitReport& rep, bool candidate_diffe
 /// max_replans. Collective.
 void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
                               RefitReport& rep) {
-  const PlanConfig config{size, options.density, options.threshold_numel};
+  const PlanConfig config = plan_config();
+  const Plan& plan = this->plan();
   Plan current = make_plan_from_groups(plan.planner, next_layers, plan.groups, *fitted, config);
   current.picked = plan.picked;
   current.status = plan.status;
@@ -212,7 +214,7 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
   model = std::move(fitted);
   layers = std::move(next_layers);
   if (d.action == LoopAction::keep) {
-    plan = std::move(current);  // same groups: the buffers stay
+    instance_->plan = std::move(current);  // same groups: the instance stays
     return;
   }
   rep.switched = true;

@@ -1,6 +1,7 @@
-// omgs::Runtime: the public class, and the iteration: ready() sparsifies and submits a
-// group once its layers are in, finish() waits for each group and applies it. Set-up,
-// buffers, calibration, profiling and trace are in the files beside this one.
+// omgs::Runtime: the public class, and the iteration: ready() has a group's exchange
+// prepare its data and submits it once its layers are in, finish() waits for each group and
+// has its exchange apply it. Set-up, buffers, the plan instance, the exchanges, calibration,
+// profiling and trace are in the files beside this one.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -58,50 +59,36 @@ struct CallGuard {
 }  // namespace
 
 Status RuntimeImpl::ready(std::size_t l) noexcept {
-  auto& s = *this;
   const double t_in = now_s();
-  if (l >= s.layers.size())
-    return s.fail(Status::unknown_layer, "omgs: ready(" + std::to_string(l) + "): there are only " +
-                                             std::to_string(s.layers.size()) + " layers");
-  if (s.is_ready[l])
-    return s.fail(Status::already_ready, "omgs: ready(" + std::to_string(l) + "): layer '" +
-                                             s.layers[l].name +
-                                             "' is already ready in this iteration");
-  if (s.ready_count == 0) {
-    s.current = IterationStats{};
-    s.iteration_start_s = std::isnan(s.begin_s) ? t_in : s.begin_s;
+  if (l >= layers.size())
+    return fail(Status::unknown_layer, "omgs: ready(" + std::to_string(l) + "): there are only " +
+                                           std::to_string(layers.size()) + " layers");
+  if (is_ready[l])
+    return fail(Status::already_ready, "omgs: ready(" + std::to_string(l) + "): layer '" +
+                                           layers[l].name + "' is already ready in this iteration");
+  if (ready_count == 0) {
+    current = IterationStats{};
+    iteration_start_s = std::isnan(begin_s) ? t_in : begin_s;
   }
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::ready"));
-  s.is_ready[l] = 1;
-  ++s.ready_count;
+  is_ready[l] = 1;
+  ++ready_count;
   // The training code computed this layer between the previous ready() and this one.
-  s.layer_ready_s[l] = t_in;
-  s.layer_bwd_s[l] = t_in - s.last_return_s;  // NaN for the first, without begin_backward
-  const std::size_t g = s.plan.group_of_layer[l];
-  if (--s.remaining[g] == 0) s.sparsify(g);
-  s.last_return_s = now_s();
+  layer_ready_s[l] = t_in;
+  layer_bwd_s[l] = t_in - last_return_s;  // NaN for the first, without begin_backward
+  const std::size_t g = plan().group_of_layer[l];
+  if (--instance_->remaining[g] == 0) sparsify(g);
+  last_return_s = now_s();
   Kokkos::Profiling::popRegion();
   return Status::ok;
 }
 
+/// Group g's layers are all in: its exchange prepares what it sends, then the engine gets it.
 void RuntimeImpl::sparsify(std::size_t g) {
-  if (is_dense(g)) return send_dense(g);
-  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::sparsify"));
+  GroupExchange& ex = *instance_->exchanges[g];
+  Kokkos::Profiling::pushRegion(ex.region());
   const double cpu0 = begin_sparsify(g);
-  const auto range = group_range(g);
-  // The one-read form: the new residual goes to the group's other buffer, which becomes
-  // current on success; on failure the current one is untouched and stays current.
-  const TopkResult r = selector->select_with_feedback(
-      Kokkos::subview(grad, range), Kokkos::subview(resid_of(g), range),
-      Kokkos::subview(resid_next(g), range), group_k[g], sel_index, sel_value);
-  const bool failed = !r.ok();
-  if (!failed) resid_swapped[g] ^= 1;
-  if (failed) {
-    failed_here[g] = 1;
-    current.nonfinite += r.nonfinite;
-  }
-  kernels::pack_pairs(exec(), send, send_offset[g], sel_index, sel_value, group_k[g], failed);
-  detail::fence(exec());  // the pairs are complete before MPI sees them
+  ex.prepare(current);
   end_sparsify(g, cpu0);
   Kokkos::Profiling::popRegion();
   submit(g);
@@ -113,26 +100,15 @@ void RuntimeImpl::submit(std::size_t g) {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::submit"));
   const double deadline = now_s() + options.wait_timeout_s;
   detail::Backoff backoff(IdleOptions{});
+  ProgressEngine& engine = *instance_->engine;
   for (;;) {
-    const SubmitStatus s = engine->submit(static_cast<int>(g));
+    const SubmitStatus s = engine.submit(static_cast<int>(g));
     if (s != SubmitStatus::queue_full) break;
-    engine->progress();
+    engine.progress();
     if (now_s() > deadline) break;
     backoff.pause();
   }
-  current.bytes_sent += group_k[g] * sizeof(SparsePair);
-  Kokkos::Profiling::popRegion();
-}
-
-void RuntimeImpl::aggregate(std::size_t g) {
-  Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::aggregate"));
-  const double t0 = now_s();
-  agg_start_s[g] = t0;
-  kernels::scatter_add(exec(), recv, recv_offset[g], group_k[g] * static_cast<std::size_t>(size),
-                       agg, group_offset[g], group_numel[g], 1.0f / static_cast<float>(size));
-  current.bytes_received += group_k[g] * static_cast<std::size_t>(size) * sizeof(SparsePair);
-  agg_end_s[g] = now_s();  // launched (complete on host back-ends; finish() fences once)
-  current.aggregate_s += agg_end_s[g] - t0;
+  current.bytes_sent += instance_->exchanges[g]->bytes_sent();
   Kokkos::Profiling::popRegion();
 }
 
@@ -155,7 +131,7 @@ IterationStats RuntimeImpl::not_all_ready() {
 WaitStatus RuntimeImpl::wait_for_group(std::size_t g) {
   const double t0 = now_s();
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::finish::wait"));
-  const WaitStatus w = engine->wait(static_cast<int>(g), options.wait_timeout_s);
+  const WaitStatus w = instance_->engine->wait(static_cast<int>(g), options.wait_timeout_s);
   Kokkos::Profiling::popRegion();
   current.finish_wait_s += now_s() - t0;
   return w;
@@ -164,9 +140,10 @@ WaitStatus RuntimeImpl::wait_for_group(std::size_t g) {
 /// The watchdog: ask every rank how far it got, name the ones holding the group up; then
 /// abort the job or report (the iteration stays open, finish() may be called again).
 IterationStats RuntimeImpl::timed_out(std::size_t g) {
-  diagnosis = engine->diagnose(static_cast<int>(g), options.watchdog_query_s);
-  last_error = "omgs: finish(): " + group_label(g) + " did not complete within " +
-               std::to_string(options.wait_timeout_s) + " s. " + diagnosis.report;
+  diagnosis = instance_->engine->diagnose(static_cast<int>(g), options.watchdog_query_s);
+  last_error = "omgs: finish(): " + instance_->exchanges[g]->slice().label +
+               " did not complete within " + std::to_string(options.wait_timeout_s) + " s. " +
+               diagnosis.report;
   if (options.on_timeout == TimeoutAction::abort) {
     std::fprintf(stderr, "%s\nomgs: aborting the job (on_timeout = abort)\n", last_error.c_str());
     std::fflush(stderr);
@@ -179,44 +156,13 @@ IterationStats RuntimeImpl::timed_out(std::size_t g) {
   return r;
 }
 
-std::string RuntimeImpl::collective_failure(WaitStatus w) {
-  return w == WaitStatus::failed ? "completed with an MPI error; this rank's communicator is no "
-                                   "longer usable and every later group fails"
-                                 : "was never submitted";
-}
-
-/// Group g's exchange is over: apply it, or skip it on this rank (MPI failed it) or on
-/// every rank (some rank sent the failure marker), keeping the selection in the residual.
+/// Group g's exchange is over: its exchange applies it, or skips it on this rank (MPI failed
+/// it) or on every rank (some rank could not contribute), keeping this rank's contribution
+/// in its residual.
 void RuntimeImpl::complete_group(std::size_t g, WaitStatus w) {
-  IterationStats& st = current;
-  group_done[g] = 1;
-  if (is_dense(g)) return complete_dense(g, w);
-  if (w != WaitStatus::ok) {
-    // MPI failed the collective (or it was never submitted): its pairs are not valid.
-    skip_group(g);
-    if (st.status != Status::ok) return;
-    st.status = Status::comm_failed;
-    st.failed_group = static_cast<int>(g);
-    last_error = "omgs: finish(): the allgather of " + group_label(g) + " " +
-                 collective_failure(w) + "; this rank's selection was kept in its residual";
-    return;
-  }
-  const int bad = kernels::count_failed_blocks(exec(), recv, recv_offset[g], group_k[g], size,
-                                               bad_blocks, bad_blocks_host);
-  if (bad == 0) {
-    aggregate(g);
-    return;
-  }
-  // Some rank could not contribute: no rank applies this group; healthy ranks keep their
-  // selection in the residual, so no gradient mass is lost.
-  skip_group(g);
-  if (st.status != Status::ok) return;
-  st.status = Status::nonfinite_gradient;
-  st.failed_group = static_cast<int>(g);
-  last_error = "omgs: " + group_label(g) + " held non-finite values on " + std::to_string(bad) +
-               " rank(s) (" + std::to_string(st.nonfinite) +
-               " non-finite values in this rank's groups of this iteration); the step is "
-               "skipped for it on every rank";
+  PlanInstance& p = *instance_;
+  p.group_done[g] = 1;
+  p.exchanges[g]->complete(w, GroupReport{current, last_error, p.agg_start_s[g], p.agg_end_s[g]});
 }
 
 /// Every group is dealt with: the measured timeline, the stats, and the state of the next
@@ -230,9 +176,8 @@ void RuntimeImpl::close_iteration(double finish_start) {
   st.iteration = iterations++;
   st.profiling = profiling;
   std::fill(is_ready.begin(), is_ready.end(), 0);
-  std::fill(failed_here.begin(), failed_here.end(), 0);
-  std::fill(group_done.begin(), group_done.end(), 0);
-  reset_remaining();
+  std::fill(instance_->group_done.begin(), instance_->group_done.end(), 0);
+  instance_->reset_remaining();
   ready_count = 0;
   begin_s = nan_s;
   last_return_s = nan_s;
@@ -242,8 +187,8 @@ IterationStats RuntimeImpl::finish() noexcept {
   if (ready_count < layers.size()) return not_all_ready();
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::finish"));
   const double finish_start = now_s();
-  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
-    if (group_done[g]) continue;  // a retried finish() after a timeout
+  for (std::size_t g = 0; g < plan().groups.size(); ++g) {
+    if (instance_->group_done[g]) continue;  // a retried finish() after a timeout
     const WaitStatus w = wait_for_group(g);
     if (w == WaitStatus::timeout) {
       Kokkos::Profiling::popRegion();
@@ -251,7 +196,7 @@ IterationStats RuntimeImpl::finish() noexcept {
     }
     complete_group(g, w);
   }
-  detail::fence(exec());
+  detail::fence(instance_->ctx.exec());
   Kokkos::Profiling::popRegion();
   close_iteration(finish_start);
   accumulate_profile(current);
@@ -272,17 +217,17 @@ std::size_t Runtime::num_layers() const noexcept {
 }
 
 GradientView Runtime::gradient(std::size_t l) const {
-  return impl_->layer_slice(impl_->grad, l, "gradient");
+  return impl_->layer_slice(impl_->flat_.grad, l, "gradient");
 }
 
 ConstGradientView Runtime::aggregated(std::size_t l) const {
-  return impl_->layer_slice(impl_->agg, l, "aggregated");
+  return impl_->layer_slice(impl_->flat_.agg, l, "aggregated");
 }
 
 ConstGradientView Runtime::residual(std::size_t l) const {
   const auto& s = *impl_;
-  if (l >= s.layers.size()) return s.layer_slice(s.resid, l, "residual");  // throws
-  return s.layer_slice(s.resid_of(s.plan.group_of_layer[l]), l, "residual");
+  if (l >= s.layers.size()) return s.layer_slice(s.flat_.resid, l, "residual");  // throws
+  return s.layer_slice(s.instance_->ctx.resid_of(s.plan().group_of_layer[l]), l, "residual");
 }
 
 void Runtime::begin_backward() noexcept {
@@ -296,7 +241,7 @@ void Runtime::begin_backward() noexcept {
 Status Runtime::ready(std::size_t l) noexcept {
   detail::CallGuard guard(impl_->in_call);
   if (!guard.ok) return Status::concurrent_call;
-  if (!impl_->engine) return impl_->stopped_at_finalize();
+  if (!impl_->running()) return impl_->stopped_at_finalize();
   return impl_->ready(l);
 }
 
@@ -304,7 +249,7 @@ Status Runtime::ready(std::size_t l, const ConstGradientView& grad) noexcept {
   auto& s = *impl_;
   detail::CallGuard guard(s.in_call);
   if (!guard.ok) return Status::concurrent_call;
-  if (!s.engine) return s.stopped_at_finalize();
+  if (!s.running()) return s.stopped_at_finalize();
   if (l >= s.layers.size()) return s.ready(l);
   if (grad.extent(0) != s.layers[l].numel)
     return s.fail(Status::shape_mismatch,
@@ -312,7 +257,7 @@ Status Runtime::ready(std::size_t l, const ConstGradientView& grad) noexcept {
                       "' has " + std::to_string(s.layers[l].numel) + " elements, the view " +
                       std::to_string(grad.extent(0)));
   if (s.is_ready[l]) return s.ready(l);
-  Kokkos::deep_copy(s.layer_slice(s.grad, l, "ready"), grad);
+  Kokkos::deep_copy(s.layer_slice(s.flat_.grad, l, "ready"), grad);
   return s.ready(l);
 }
 
@@ -323,7 +268,7 @@ IterationStats Runtime::finish() noexcept {
     r.status = Status::concurrent_call;
     return r;
   }
-  if (!impl_->engine) {
+  if (!impl_->running()) {
     IterationStats r;
     r.status = impl_->stopped_at_finalize();
     return r;
@@ -336,7 +281,7 @@ bool Runtime::profiling() const noexcept {
 }
 
 const Timeline& Runtime::measured() const noexcept {
-  return impl_->measured;
+  return impl_->instance_->measured;
 }
 
 const Diagnosis& Runtime::last_diagnosis() const noexcept {
@@ -344,7 +289,7 @@ const Diagnosis& Runtime::last_diagnosis() const noexcept {
 }
 
 const Plan& Runtime::plan() const noexcept {
-  return impl_->plan;
+  return impl_->plan();
 }
 const std::vector<LayerSpec>& Runtime::layers() const noexcept {
   return impl_->layers;
@@ -362,13 +307,13 @@ const IterationStats& Runtime::last_stats() const noexcept {
   return impl_->stats;
 }
 RuntimeStats Runtime::stats() const {
-  return {impl_->stats, impl_->measured, progress_stats()};
+  return {impl_->stats, impl_->instance_->measured, progress_stats()};
 }
 ProgressStats Runtime::progress_stats() const {
-  return impl_->engine ? impl_->engine->stats() : ProgressStats{};
+  return impl_->running() ? impl_->instance_->engine->stats() : ProgressStats{};
 }
 std::size_t Runtime::group_k(std::size_t g) const {
-  return impl_->group_k.at(g);
+  return impl_->instance_->exchanges.at(g)->k();
 }
 const std::string& Runtime::last_error() const noexcept {
   return impl_->last_error;

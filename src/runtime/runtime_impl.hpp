@@ -16,13 +16,14 @@
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
 #include "plan/loop_decision.hpp"
+#include "runtime/group_exchange.hpp"
 
 namespace omgs::detail {
 
 constexpr double nan_s = std::numeric_limits<double>::quiet_NaN();
 
-/// Set once by the constructor (setup.cpp, calibration.cpp); only the replan replaces the
-/// layers' backward times.
+/// Set once by the constructor (setup.cpp, calibration.cpp); the closed loop replaces the
+/// model and the layers' backward times (the profiler's replan the backward times too).
 struct SetupState {
   std::unique_ptr<OwnedComm> owned_comm;        // freed last, after the engine's
   std::unique_ptr<FinalizeHook> finalize_hook;  // stop_at_finalize() at MPI_Finalize
@@ -36,34 +37,35 @@ struct SetupState {
   CalibrationReport calibration;
 };
 
-/// Everything that depends on the plan (buffers.cpp): rebuilt once after profiling.
-struct BufferState {
-  using Selector = TopkSelector<ExecSpace>;
-  using PairView = Kokkos::View<SparsePair*, DeviceMemory>;
+/// Everything that depends on the plan, built whole by RuntimeImpl::build_instance() and
+/// swapped in by install_plan() in one step (plan_instance.cpp): construction, the
+/// profiler's replan and the closed loop's switch take that one path. Not movable: the
+/// exchanges refer to ctx.
+struct PlanInstance {
+  PlanInstance() = default;
+  PlanInstance(const PlanInstance&) = delete;
+  PlanInstance& operator=(const PlanInstance&) = delete;
 
   Plan plan;
-  std::vector<std::size_t> layer_offset;
-  std::vector<std::size_t> group_offset, group_numel, group_k, send_offset, recv_offset;
-  // The residual lives in two buffers (allocated once): group g's current residual is in
-  // resid_alt where resid_swapped[g] is 1, in resid otherwise. select_with_feedback reads
-  // the current one and writes the other, which becomes current when it succeeds.
-  GradientView grad, resid, resid_alt, agg;
-  std::vector<char> resid_swapped;
-  Kokkos::View<std::uint32_t*, DeviceMemory> sel_index;
-  Kokkos::View<float*, DeviceMemory> sel_value;
-  PairView send, recv;
-  Kokkos::View<int*, DeviceMemory> bad_blocks;  // count_failed_blocks(), allocated once
-  Kokkos::View<int*, DeviceMemory>::HostMirror bad_blocks_host;
-  std::unique_ptr<Selector> selector;
-  std::unique_ptr<ProgressEngine> engine;
+  ExchangeContext ctx;  // what the exchanges share: selector, scratch, residual flags
+  std::vector<std::unique_ptr<GroupExchange>> exchanges;  // one per group, plan order
+  std::unique_ptr<ProgressEngine> engine;                 // posts what the exchanges describe
+  // Per group, per iteration (runtime.cpp); timestamps are now_s() seconds.
+  std::vector<std::size_t> remaining;  // layers of the group not yet ready
+  std::vector<char> group_done;        // finish() has dealt with group g in this iteration
+  std::vector<double> topk_start_s, topk_end_s, agg_start_s, agg_end_s;
+  Timeline measured;  // the last iteration's measured pipeline (profiler.cpp)
+
+  /// Every group waits for all of its layers again.
+  void reset_remaining();
+  /// Moves every group's residual that lives in resid_alt back to resid, before another
+  /// plan groups the layers differently. Allocates nothing.
+  void gather_residual();
 };
 
 /// One iteration, from the first ready() to the end of finish() (runtime.cpp).
 struct IterationState {
   std::vector<char> is_ready;
-  std::vector<std::size_t> remaining;
-  std::vector<char> failed_here;  // this rank could not contribute group g
-  std::vector<char> group_done;   // finish() has dealt with group g in this iteration
   std::size_t ready_count = 0;
   double iteration_start_s = 0.0;
   IterationStats stats, current;
@@ -73,8 +75,8 @@ struct IterationState {
   Diagnosis diagnosis;
 };
 
-/// Measured backward times and the measured timeline (profiler.cpp). Timestamps are
-/// now_s() seconds, all allocated at construction.
+/// Measured backward times (profiler.cpp). Timestamps are now_s() seconds, all allocated
+/// at construction.
 struct ProfileState {
   bool profiling = false;  // still measuring: the plan in use is layer-wise
   int profiled = 0;
@@ -84,8 +86,6 @@ struct ProfileState {
   double begin_s = nan_s;           // begin_backward()
   double last_return_s = nan_s;     // when the previous ready() (or begin_backward) returned
   std::vector<double> layer_ready_s, layer_bwd_s;  // per layer: ready() entry, its compute
-  std::vector<double> topk_start_s, topk_end_s, agg_start_s, agg_end_s;  // per group
-  Timeline measured;
 };
 
 /// The closed loop (insitu.cpp, refit.cpp): the measured timelines of the iterations since
@@ -157,7 +157,7 @@ class TraceRecorder {
 /// the extension.
 std::string trace_file(const std::string& path, int rank, int size);
 
-class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopState {
+class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
  public:
   RuntimeImpl(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions options);
   ~RuntimeImpl();
@@ -169,9 +169,13 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   std::string check_local_input(std::string& trace_path);
   void check_agreement();
   void make_model();
-  void check_plan();
-  void build_initial_plan();
+  /// The planners' configuration, from the options (the one place it is built).
+  PlanConfig plan_config() const { return {size, options.density, options.threshold_numel}; }
+  void check_plan(const Plan& plan);
+  Plan initial_plan();
   void stop_at_finalize();
+  /// False after MPI_Finalize stopped the engine (every call then fails).
+  bool running() const noexcept { return instance_ && instance_->engine; }
   Status stopped_at_finalize() {  // every call after MPI_Finalize
     return fail(Status::comm_failed,
                 "omgs: MPI_Finalize was called: the runtime was stopped; only destroy it");
@@ -179,48 +183,34 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   void write_trace_file() noexcept;
   // calibration.cpp
   void calibrate();
-  // buffers.cpp: sizes, allocation, group ranges and labels, engine start.
-  void check_sizes() const;
+  // buffers.cpp: sizes, the flat buffers, group names.
+  void check_sizes(const Plan& plan) const;
   void allocate_layers();
-  void allocate_groups();
-  void start_engine();
   GradientView layer_slice(const GradientView& flat, std::size_t l, const char* accessor) const;
-  void reset_remaining();
-  std::string group_label(std::size_t g) const;
-  std::pair<std::size_t, std::size_t> group_range(std::size_t g) const;
-  /// The buffer holding group g's residual now, and the other one.
-  const GradientView& resid_of(std::size_t g) const { return resid_swapped[g] ? resid_alt : resid; }
-  const GradientView& resid_next(std::size_t g) const {
-    return resid_swapped[g] ? resid : resid_alt;
-  }
-  void gather_residual();
-  void skip_group(std::size_t g);
-  void restore_own_selection(std::size_t g);
-  // The selector's execution space instance serves every kernel and fence: constructing
-  // an instance heap-allocates in Kokkos 4, and ready() / finish() must not allocate.
-  const ExecSpace& exec() const { return selector->execution_space_instance(); }
+  std::string group_label(const Plan& plan, std::size_t g) const;
+  // plan_instance.cpp: the plan instance, built whole and swapped in.
+  void install_plan(Plan next);  // collective: check, build, swap in one step
+  std::unique_ptr<PlanInstance> build_instance(Plan next);
+  void start_engine(PlanInstance& p) const;
+  const Plan& plan() const { return instance_->plan; }
   // runtime.cpp: the iteration.
   Status ready(std::size_t l) noexcept;
   void sparsify(std::size_t g);
-  /// Group g's sparsify interval (sparsify, send_dense): topk_start_s/topk_end_s and the
-  /// iteration's sparsify_s / sparsify_cpu_s. The thread CPU clock (a system call, ~1.4 us)
-  /// is read outside the wall interval, so sparsify_s does not count it.
+  /// Group g's prepare interval: topk_start_s/topk_end_s and the iteration's sparsify_s /
+  /// sparsify_cpu_s. The thread CPU clock (a system call, ~1.4 us) is read outside the wall
+  /// interval, so sparsify_s does not count it.
   double begin_sparsify(std::size_t g) {
     const double cpu0 = thread_cpu_s();
-    topk_start_s[g] = now_s();
+    instance_->topk_start_s[g] = now_s();
     return cpu0;
   }
   void end_sparsify(std::size_t g, double cpu0) {
-    topk_end_s[g] = now_s();
-    current.sparsify_s += topk_end_s[g] - topk_start_s[g];
+    PlanInstance& p = *instance_;
+    p.topk_end_s[g] = now_s();
+    current.sparsify_s += p.topk_end_s[g] - p.topk_start_s[g];
     current.sparsify_cpu_s += thread_cpu_s() - cpu0;
   }
   void submit(std::size_t g);
-  void aggregate(std::size_t g);
-  // dense_groups.cpp: groups exchanged by one MPI_Iallreduce (Collective::dense).
-  bool is_dense(std::size_t g) const { return plan.groups[g].collective == Collective::dense; }
-  void send_dense(std::size_t g);
-  void complete_dense(std::size_t g, WaitStatus w);
   Status fail(Status s, std::string message) {
     last_error = std::move(message);
     return s;
@@ -230,7 +220,6 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   WaitStatus wait_for_group(std::size_t g);
   IterationStats timed_out(std::size_t g);
   void complete_group(std::size_t g, WaitStatus w);
-  static std::string collective_failure(WaitStatus w);  // "completed with an MPI error..."
   void close_iteration(double finish_start);
   // profiler.cpp: measured backward times, the measured timeline, the replan.
   void finish_timeline() noexcept;
@@ -238,7 +227,6 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   void accumulate_backward() noexcept;
   void replan() noexcept;
   std::vector<LayerSpec> agreed_backward_times() const;
-  void install_plan(Plan next);  // collective: check, rebuild the group buffers and engine
   // insitu.cpp: the closed loop's measurements; refit.cpp: its refit and replan.
   void start_loop();
   void record_insitu(IterationStats& st) noexcept;
@@ -257,6 +245,9 @@ class RuntimeImpl : SetupState, BufferState, IterationState, ProfileState, LoopS
   // trace.cpp
   void write_svg(const std::string& path) const;
 
+  std::vector<std::size_t> layer_offset;    // layer l's elements start here in the flat buffers
+  FlatBuffers flat_;                        // allocated once (allocate_layers)
+  std::unique_ptr<PlanInstance> instance_;  // the plan in force and what depends on it
   TraceRecorder trace_;
 };
 

@@ -93,20 +93,19 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
   agree_on_error(comm, check_local_input(trace_path), "omgs");
   check_agreement();
   make_model();
-  build_initial_plan();
+  Plan first = initial_plan();
   node_ranks = ranks_on_node(comm);
   // A rank that cannot allocate must not leave the others in the engine's collectives.
   std::string err;
   try {
-    check_sizes();
+    check_sizes(first);  // before the flat buffers: their size is checked there
     allocate_layers();
-    allocate_groups();
     start_loop();
   } catch (const Error& e) {
     err = e.what();
   }
   agree_on_error(comm, err, "omgs");
-  start_engine();
+  install_plan(std::move(first));
   finalize_hook = std::make_unique<FinalizeHook>([this] { stop_at_finalize(); });
   if (!trace_path.empty())  // from now on the destructor writes it
     trace_.start(trace_path, std::max<std::size_t>(options.trace_max_events, 1));
@@ -120,21 +119,22 @@ RuntimeImpl::~RuntimeImpl() {
                  "stopped at MPI_Finalize; destroy the Runtime before MPI_Finalize\n");
   else
     finalize_hook.reset();
-  engine.reset();  // stops the thread, frees its communicators, before ours
+  if (instance_) instance_->engine.reset();  // stops the thread, frees its communicators
   write_trace_file();
   if (!Kokkos::is_initialized()) {
     // Freeing a Kokkos view after Kokkos::finalize crashes: keep them, on purpose.
     std::fprintf(stderr,
                  "omgs: warning: Runtime destroyed after Kokkos::finalize; its Kokkos views are "
                  "leaked on purpose - destroy the Runtime before Kokkos::finalize\n");
-    (void)new BufferState(std::move(static_cast<BufferState&>(*this)));
+    (void)instance_.release();
+    (void)new FlatBuffers(std::move(flat_));
   }
 }
 
 /// At the start of MPI_Finalize with the runtime alive: the progress thread stops and every
 /// communicator is freed, so no MPI call is made afterwards (the destructor only warns).
 void RuntimeImpl::stop_at_finalize() {
-  engine.reset();
+  if (instance_) instance_->engine.reset();
   owned_comm.reset();
   comm = MPI_COMM_NULL;
 }
@@ -142,7 +142,7 @@ void RuntimeImpl::stop_at_finalize() {
 void RuntimeImpl::write_trace_file() noexcept {
   if (trace_.path().empty()) return;
   try {
-    trace_.write(trace_.path(), rank, size, plan.groups.size());
+    trace_.write(trace_.path(), rank, size, instance_ ? plan().groups.size() : 0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "omgs: warning: %s\n", e.what());
   }
@@ -192,11 +192,9 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
 
 /// While profiling every layer is its own group: training proceeds, and ready() spacing
 /// measures each layer's backward time.
-void RuntimeImpl::build_initial_plan() {
+Plan RuntimeImpl::initial_plan() {
   profiling = measuring;
-  const PlanConfig config{size, options.density, options.threshold_numel};
-  plan = make_plan(profiling ? Planner::layerwise : options.planner, layers, *model, config);
-  check_plan();
+  return make_plan(profiling ? Planner::layerwise : options.planner, layers, *model, plan_config());
 }
 
 void RuntimeImpl::check_agreement() {
@@ -271,7 +269,8 @@ void RuntimeImpl::make_model() {
   if (options.perf_model == "calibrate") calibrate();
 }
 
-void RuntimeImpl::check_plan() {
+/// Collective: throws on every rank unless every rank computed the same groups.
+void RuntimeImpl::check_plan(const Plan& plan) {
   std::uint64_t h = fnv_basis;
   for (const Group& g : plan.groups) {
     h = fnv1a(h, &g.begin, sizeof g.begin);

@@ -106,14 +106,14 @@ void TraceRecorder::write(const std::string& path, int rank, int size, std::size
 
 void RuntimeImpl::write_svg(const std::string& path) const {
   std::vector<LabeledTimeline> rows;
-  rows.push_back({std::string(to_string(plan.planner)) + " plan, predicted", plan.predicted});
+  rows.push_back({std::string(to_string(plan().planner)) + " plan, predicted", plan().predicted});
   if (iterations > 0)
     rows.push_back({"measured on rank " + std::to_string(rank) + ", iteration " +
                         std::to_string(iterations - 1),
-                    measured});
+                    instance_->measured});
   const std::string svg = timeline_svg(
       rows, "omgs: " + std::to_string(layers.size()) + " layers, " +
-                std::to_string(plan.groups.size()) + " groups, P = " + std::to_string(size) +
+                std::to_string(plan().groups.size()) + " groups, P = " + std::to_string(size) +
                 ", density " + std::to_string(options.density) + "; " + model->describe());
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr)
@@ -129,9 +129,10 @@ namespace omgs {
 void Runtime::write_trace(const std::string& path) const {
   const auto& s = *impl_;
   if (!path.empty()) {
-    s.trace_.write(detail::trace_file(path, s.rank, s.size), s.rank, s.size, s.plan.groups.size());
+    s.trace_.write(detail::trace_file(path, s.rank, s.size), s.rank, s.size,
+                   s.plan().groups.size());
   } else if (!s.trace_.path().empty()) {
-    s.trace_.write(s.trace_.path(), s.rank, s.size, s.plan.groups.size());
+    s.trace_.write(s.trace_.path(), s.rank, s.size, s.plan().groups.size());
   } else {
     throw Error("omgs::Runtime::write_trace: no path given and options.trace_path is empty");
   }

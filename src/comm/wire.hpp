@@ -1,0 +1,62 @@
+// Internal: how one group's data travels, one implementation per collective
+// (wire_allgatherv.cpp: the pairs' MPI_Iallgatherv; wire_allreduce.cpp: the dense sum's
+// MPI_Iallreduce). The driver posts whatever a group's wire posts, in plan order; it never
+// asks which collective a group uses. make_wire() is the one place that maps a caller's
+// GroupBuffers to its wire (docs/architecture.md, "Adding a collective").
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <omgs/comm.hpp>
+
+namespace omgs::detail {
+
+struct GroupState;
+
+/// What every wire posts on: the engine's data communicator and pair datatype.
+struct WireContext {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Datatype pair_type = MPI_DATATYPE_NULL;
+};
+
+class Wire {
+ public:
+  virtual ~Wire() = default;
+  /// This rank's verdict on the caller's buffers ("" if fine; "group g: ..." otherwise).
+  virtual std::string check(int g, int ranks) const = 0;
+  /// Items a rank submits per exchange (pairs; 0 for a wire that sends no counted items).
+  virtual std::size_t k() const noexcept = 0;
+  /// The wire's other size that every rank must agree on beside k (0 if none): a group
+  /// exchanged by different collectives on different ranks must never be posted.
+  virtual std::uint64_t extent() const noexcept = 0;
+  /// Variable-count mode: whether the counts are exchanged before the data.
+  virtual bool exchanges_counts() const noexcept = 0;
+  /// At set-up: host mirrors when the buffers are on the device and MPI is not GPU-aware.
+  virtual void init(bool staging, int ranks) = 0;
+  /// [S] submit(): this rank's `count` items to the host mirror (staging only).
+  virtual void stage_out(const CopyFunction& to_host, std::size_t count) noexcept = 0;
+  /// [O] after completion: what arrived back to the device (staging only).
+  virtual void stage_in(const CopyFunction& to_device, const GroupState& s) noexcept = 0;
+  /// [P] posts the group's data collective; returns MPI's code.
+  virtual int post(const WireContext& ctx, const GroupState& s, MPI_Request* req) noexcept = 0;
+  /// Bytes of the exchange just completed: this rank's contribution, and what it received.
+  virtual std::uint64_t bytes_sent(const GroupState& s) const noexcept = 0;
+  virtual std::uint64_t bytes_received(const GroupState& s) const noexcept = 0;
+};
+
+/// The pairs of every rank gathered on every rank (MPI_Iallgatherv of SparsePair): send,
+/// recv and k of `b`.
+std::unique_ptr<Wire> allgatherv_pairs_wire(const GroupBuffers& b);
+/// The floats of every rank summed on every rank (MPI_Iallreduce, MPI_SUM): the dense_*
+/// buffers of `b`.
+std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b);
+
+/// The registration: the wire that a GroupBuffers describes.
+std::unique_ptr<Wire> make_wire(const GroupBuffers& b);
+
+}  // namespace omgs::detail

@@ -1,0 +1,84 @@
+// The allreduce exchange (Collective::dense, docs/planner.md): the group's gradient goes to
+// the engine as it is, one MPI_Iallreduce (sum) into the aggregated buffer, posted in plan
+// order with the other groups; finish() averages it. No top-k, and the residual is not
+// touched, unless the group fails: then this rank's gradient goes into its residual (when
+// finite), as a failed allgather group's selection does.
+#include <omgs/detail/kokkos_helpers.hpp>
+
+#include "comm/clock.hpp"
+#include "runtime/dense_kernels.hpp"
+#include "runtime/group_exchange.hpp"
+
+namespace omgs::detail {
+
+namespace {
+
+class AllreduceExchange final : public GroupExchange {
+ public:
+  using GroupExchange::GroupExchange;
+
+  std::size_t k() const noexcept override { return 0; }
+  const std::string& region() const override { return OMGS_LABEL("omgs::dense"); }
+  GroupBuffers wire() const override {
+    GroupBuffers b;
+    b.dense_send = flat().grad.data() + slice_.offset;
+    b.dense_recv = flat().agg.data() + slice_.offset;
+    b.dense_numel = slice_.numel;
+    return b;
+  }
+  std::size_t bytes_sent() const noexcept override { return slice_.numel * sizeof(float); }
+  std::size_t bytes_received() const noexcept override { return bytes_sent(); }
+  double predicted_s(const PerfModel& model, double /*density*/) const override {
+    return model.allreduce_s(slice_.numel, ctx_.ranks);
+  }
+
+  void prepare(IterationStats& /*st*/) override {
+    detail::fence(exec());  // the gradient is complete before MPI reads it
+  }
+
+  void complete(WaitStatus w, GroupReport r) override {
+    IterationStats& st = r.stats;
+    FlatBuffers& f = flat();
+    const std::size_t off = slice_.offset, n = slice_.numel;
+    // Every rank holds the same sum, so every rank sees the same non-finite count.
+    const int bad =
+        w == WaitStatus::ok
+            ? kernels::count_nonfinite(exec(), f.agg, off, n, ctx_.bad_blocks, ctx_.bad_blocks_host)
+            : 0;
+    if (w == WaitStatus::ok && bad == 0) {
+      r.agg_start_s = now_s();
+      kernels::scale(exec(), f.agg, off, n, 1.0f / static_cast<float>(ctx_.ranks));
+      st.bytes_received += bytes_received();
+      r.agg_end_s = now_s();
+      st.aggregate_s += r.agg_end_s - r.agg_start_s;
+      return;
+    }
+    // Not applied: the aggregated slot is zero and a finite gradient of this rank goes to
+    // its residual, so no gradient mass is lost.
+    const int own_bad =
+        kernels::count_nonfinite(exec(), f.grad, off, n, ctx_.bad_blocks, ctx_.bad_blocks_host);
+    if (own_bad == 0) kernels::add_into(exec(), ctx_.resid_of(slice_.g), f.grad, off, n);
+    st.nonfinite += static_cast<std::uint64_t>(own_bad);
+    zero_aggregate();
+    if (st.status != Status::ok) return;
+    st.failed_group = static_cast<int>(slice_.g);
+    if (w != WaitStatus::ok) {
+      st.status = Status::comm_failed;
+      r.error = "omgs: finish(): the allreduce of dense " + slice_.label + " " +
+                collective_failure(w) + "; this rank's gradient was kept in its residual";
+      return;
+    }
+    st.status = Status::nonfinite_gradient;
+    r.error = "omgs: dense " + slice_.label + " summed to " + std::to_string(bad) +
+              " non-finite values (this rank's gradient has " + std::to_string(own_bad) +
+              "); the step is skipped for it on every rank";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice, ExchangeContext& ctx) {
+  return std::make_unique<AllreduceExchange>(std::move(slice), ctx);
+}
+
+}  // namespace omgs::detail

@@ -1,0 +1,31 @@
+// The registration of the group exchanges (group_exchange.hpp) and what they share. A new
+// collective adds its exchange file and one case here.
+#include "runtime/group_exchange.hpp"
+
+#include <omgs/detail/kokkos_helpers.hpp>
+
+namespace omgs::detail {
+
+std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice slice,
+                                             double density, ExchangeContext& ctx) {
+  switch (collective) {
+    case Collective::sparse:
+      return make_allgather_exchange(std::move(slice), density, ctx);
+    case Collective::dense:
+      return make_allreduce_exchange(std::move(slice), ctx);
+  }
+  throw Error("omgs: " + slice.label + " has an unknown collective (" +
+              std::to_string(static_cast<int>(collective)) + ")");
+}
+
+void GroupExchange::zero_aggregate() const {
+  fill_zero(exec(), Kokkos::subview(flat().agg, range()));
+}
+
+std::string collective_failure(WaitStatus w) {
+  return w == WaitStatus::failed ? "completed with an MPI error; this rank's communicator is no "
+                                   "longer usable and every later group fails"
+                                 : "was never submitted";
+}
+
+}  // namespace omgs::detail

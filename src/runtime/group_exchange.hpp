@@ -1,0 +1,122 @@
+// Internal: one object per group of the plan in force that exchanges it, one
+// implementation per way of exchanging a group (exchange_allgather.cpp: top-k pairs by
+// MPI_Iallgatherv; exchange_allreduce.cpp: the dense gradient by MPI_Iallreduce). Each owns
+// its buffers and its k and does its part of the iteration; the runtime and the engine never
+// ask which collective a group uses. make_exchange() is the registration
+// (docs/architecture.md, "Adding a collective").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <omgs/comm.hpp>
+#include <omgs/perf_model.hpp>
+#include <omgs/runtime.hpp>
+#include <omgs/select.hpp>
+
+namespace omgs::detail {
+
+/// The per-element buffers every exchange works in, allocated once at construction (the
+/// residual in two buffers: ExchangeContext::swapped says which is current).
+struct FlatBuffers {
+  GradientView grad, resid, resid_alt, agg;
+};
+
+/// What the exchanges of one plan share: the flat buffers, which residual buffer is
+/// current per group, the selector (sized for the plan's largest group and k) and its
+/// output, the failure counter. The selector's execution space instance serves every
+/// kernel and fence: constructing an instance heap-allocates in Kokkos 4, and ready() /
+/// finish() must not allocate.
+struct ExchangeContext {
+  using Selector = TopkSelector<ExecSpace>;
+  FlatBuffers* flat = nullptr;
+  int ranks = 1;
+  // Group g's current residual is in resid_alt where swapped[g] is 1, in resid otherwise.
+  // Selection with feedback reads the current one and writes the other, which becomes
+  // current when it succeeds.
+  std::vector<char> swapped;
+  const GradientView& resid_of(std::size_t g) const {
+    return swapped[g] ? flat->resid_alt : flat->resid;
+  }
+  const GradientView& resid_next(std::size_t g) const {
+    return swapped[g] ? flat->resid : flat->resid_alt;
+  }
+  std::unique_ptr<Selector> selector;
+  Kokkos::View<std::uint32_t*, DeviceMemory> sel_index;
+  Kokkos::View<float*, DeviceMemory> sel_value;
+  Kokkos::View<int*, DeviceMemory> bad_blocks;  // count kernels, allocated once
+  Kokkos::View<int*, DeviceMemory>::HostMirror bad_blocks_host;
+  const ExecSpace& exec() const { return selector->execution_space_instance(); }
+};
+
+/// Where a group's completion reports: the iteration's stats and error, its aggregate
+/// interval (NaN unless applied).
+struct GroupReport {
+  IterationStats& stats;
+  std::string& error;
+  double& agg_start_s;
+  double& agg_end_s;
+};
+
+/// A group of the plan: its index, its elements in the flat buffers, its name in messages.
+struct GroupSlice {
+  std::size_t g = 0, offset = 0, numel = 0;
+  std::string label;  // "group 3 (layers 'fc.bias' .. 'fc.weight')", built once
+};
+
+class GroupExchange {
+ public:
+  GroupExchange(GroupSlice slice, ExchangeContext& ctx) : slice_(std::move(slice)), ctx_(ctx) {}
+  virtual ~GroupExchange() = default;
+  GroupExchange(const GroupExchange&) = delete;
+  GroupExchange& operator=(const GroupExchange&) = delete;
+
+  /// Entries this rank selects per iteration (0: it sends the group as it is).
+  virtual std::size_t k() const noexcept = 0;
+  /// The Kokkos profiling region of prepare().
+  virtual const std::string& region() const = 0;
+  /// What the engine posts for this group (its collective and buffers), valid as long as
+  /// this object.
+  virtual GroupBuffers wire() const = 0;
+  /// ready(), once the group's layers are in: select and pack, or stage; the data are
+  /// complete (fenced) on return, so the engine may post them.
+  virtual void prepare(IterationStats& st) = 0;
+  /// Bytes this rank contributes per exchange, and receives when it completes.
+  virtual std::size_t bytes_sent() const noexcept = 0;
+  virtual std::size_t bytes_received() const noexcept = 0;
+  /// finish(): the exchange ended with w; apply it (averaged into the aggregated gradient)
+  /// or skip it (this rank's contribution kept in its residual, the slot zeroed).
+  virtual void complete(WaitStatus w, GroupReport r) = 0;
+  /// The planner's cost term of this exchange (its model's prediction of the collective).
+  virtual double predicted_s(const PerfModel& model, double density) const = 0;
+
+  const GroupSlice& slice() const noexcept { return slice_; }
+  std::pair<std::size_t, std::size_t> range() const {
+    return {slice_.offset, slice_.offset + slice_.numel};
+  }
+
+ protected:
+  const ExecSpace& exec() const { return ctx_.exec(); }
+  FlatBuffers& flat() const { return *ctx_.flat; }
+  /// No exchange was applied: the aggregated slot of the group is zero.
+  void zero_aggregate() const;
+
+  GroupSlice slice_;
+  ExchangeContext& ctx_;
+};
+
+/// "completed with an MPI error; ..." or "was never submitted", for failure messages.
+std::string collective_failure(WaitStatus w);
+
+/// The registration: the exchange of a group of the plan (by Group::collective).
+std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice slice,
+                                             double density, ExchangeContext& ctx);
+
+std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice slice, double density,
+                                                       ExchangeContext& ctx);
+std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice, ExchangeContext& ctx);
+
+}  // namespace omgs::detail

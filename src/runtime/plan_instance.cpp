@@ -1,0 +1,131 @@
+// The plan instance (runtime_impl.hpp): everything that depends on the plan (its group
+// exchanges, the selector they share, the engine that posts them), built whole and swapped
+// in by install_plan(), the one path of construction, the profiler's replan and the closed
+// loop's switch.
+#include <algorithm>
+#include <type_traits>
+
+#include <omgs/detail/kokkos_helpers.hpp>
+
+#include "runtime/exchange_kernels.hpp"
+#include "runtime/runtime_impl.hpp"
+
+namespace omgs::detail {
+
+/// Collective: builds the instance of `next` (checked identical on every rank) and swaps it
+/// in for the one in force in one step. Only one progress thread runs at a time: the old
+/// engine stops (idle: finish() waited for every group) before the new one starts. On an
+/// error (agreed by every rank) the instance in force stays, its engine restarted, and the
+/// error is rethrown.
+void RuntimeImpl::install_plan(Plan next) {
+  check_plan(next);
+  std::unique_ptr<PlanInstance> built;
+  std::string err;
+  try {
+    check_sizes(next);
+    built = build_instance(std::move(next));
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  agree_on_error(comm, err, "omgs");
+  const bool replacing = instance_ != nullptr;
+  if (replacing) {
+    instance_->gather_residual();  // before its group ranges are dropped
+    instance_->engine.reset();     // stops the thread first
+  }
+  try {
+    start_engine(*built);
+  } catch (const std::exception& e) {
+    try {
+      if (replacing) start_engine(*instance_);
+    } catch (const std::exception& e2) {
+      throw Error(std::string(e.what()) + "; restoring the previous plan failed too: " + e2.what());
+    }
+    throw;
+  }
+  instance_ = std::move(built);
+  if (replacing) ++plan_generation;
+}
+
+/// The exchanges of every group of `next`, and what they share; allocates, no collective.
+std::unique_ptr<PlanInstance> RuntimeImpl::build_instance(Plan next) {
+  auto p = std::make_unique<PlanInstance>();
+  p->plan = std::move(next);
+  const std::size_t G = p->plan.groups.size();
+  ExchangeContext& c = p->ctx;
+  c.flat = &flat_;
+  c.ranks = size;
+  c.swapped.assign(G, 0);
+  std::size_t max_n = 1, max_k = 1;
+  try {
+    for (std::size_t g = 0; g < G; ++g) {
+      const Group& gr = p->plan.groups[g];
+      GroupSlice slice{g, layer_offset[gr.begin], gr.numel, group_label(p->plan, g)};
+      p->exchanges.push_back(make_exchange(gr.collective, std::move(slice), options.density, c));
+      max_n = std::max<std::size_t>(max_n, gr.numel);
+      max_k = std::max(max_k, p->exchanges.back()->k());
+    }
+    c.sel_index = Kokkos::View<std::uint32_t*, DeviceMemory>("omgs::selected_index", max_k);
+    c.sel_value = Kokkos::View<float*, DeviceMemory>("omgs::selected_value", max_k);
+    c.bad_blocks = Kokkos::View<int*, DeviceMemory>("omgs::bad_blocks", 1);
+    c.bad_blocks_host = Kokkos::create_mirror_view(c.bad_blocks);
+    c.selector = std::make_unique<ExchangeContext::Selector>(max_n, max_k);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error("omgs: allocating the " + std::to_string(G) +
+                " groups' exchange buffers and the top-k work buffers failed: " + e.what());
+  }
+  p->group_done.assign(G, 0);
+  p->topk_start_s.assign(G, nan_s);
+  p->topk_end_s.assign(G, nan_s);
+  p->agg_start_s.assign(G, nan_s);
+  p->agg_end_s.assign(G, nan_s);
+  p->measured.groups.resize(G);
+  p->reset_remaining();
+  return p;
+}
+
+/// Collective: the engine of instance p, posting what its exchanges describe.
+void RuntimeImpl::start_engine(PlanInstance& p) const {
+  std::vector<GroupBuffers> wires;
+  for (const auto& ex : p.exchanges) wires.push_back(ex->wire());
+  ProgressOptions po;
+  po.force_inline = options.force_inline_progress;
+  po.pin = options.progress_pin;
+  po.gpu_aware = options.gpu_aware;
+  po.wait_timeout_s = options.wait_timeout_s;
+  po.shutdown_timeout_s = options.shutdown_timeout_s;
+  po.read_environment = false;  // the runtime applied (and checked) the environment
+  // The host back-end's threads (OpenMP) per rank: the pin and the oversubscription
+  // warning count them (docs/openmp.md).
+  po.compute_threads = Kokkos::DefaultHostExecutionSpace().concurrency();
+  if (!std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {
+    po.buffer_space = MemorySpace::device;
+    po.copy_to_host = kernels::copy_to_host;
+    po.copy_to_device = kernels::copy_to_device;
+  }
+  p.engine = std::make_unique<ProgressEngine>(comm, std::move(wires), po);
+}
+
+void PlanInstance::reset_remaining() {
+  remaining.resize(plan.groups.size());
+  for (std::size_t g = 0; g < plan.groups.size(); ++g)
+    remaining[g] = plan.groups[g].end - plan.groups[g].begin;
+}
+
+void PlanInstance::gather_residual() {
+  bool copied = false;
+  const FlatBuffers& f = *ctx.flat;
+  for (std::size_t g = 0; g < ctx.swapped.size(); ++g) {
+    if (!ctx.swapped[g]) continue;
+    const auto range = exchanges[g]->range();
+    Kokkos::deep_copy(ctx.exec(), Kokkos::subview(f.resid, range),
+                      Kokkos::subview(f.resid_alt, range));
+    ctx.swapped[g] = 0;
+    copied = true;
+  }
+  if (copied) detail::fence(ctx.exec());
+}
+
+}  // namespace omgs::detail
