@@ -16,7 +16,13 @@
 
 namespace select_test {
 
+// The execution space under test: one program per enabled Kokkos backend
+// (tests/select/CMakeLists.txt); a device backend is Kokkos' default space.
+#ifdef OMGS_TEST_EXEC_SPACE
+using Exec = OMGS_TEST_EXEC_SPACE;
+#else
 using Exec = Kokkos::DefaultExecutionSpace;
+#endif
 using Selector = omgs::TopkSelector<Exec>;
 using FloatView = Kokkos::View<float*, Exec::memory_space>;
 using IndexView = Kokkos::View<std::uint32_t*, Exec::memory_space>;

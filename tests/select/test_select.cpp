@@ -3,9 +3,26 @@
 // bad arguments. Every case is checked against a reference sort by (|x| desc, index asc).
 #include "select_reference.hpp"
 
+#include <cstdio>
 #include <limits>
+#include <type_traits>
 
 using namespace select_test;
+
+namespace {
+// Printed before Catch2 runs (this program is built once per Kokkos backend), so that
+// CTest's log says which execution space select ran on, whichever tests were chosen.
+[[maybe_unused]] const bool announced = [] {
+  std::printf("omgs-test-select: TopkSelector on execution space %s\n", Exec::name());
+  return std::fflush(stdout) == 0;
+}();
+}  // namespace
+
+TEST_CASE("select: the selector runs on the execution space under test", "[select][backend]") {
+  STATIC_REQUIRE(std::is_same<Selector::execution_space, Exec>::value);
+  Selector sel(16);
+  REQUIRE(std::string(sel.execution_space_instance().name()) == Exec::name());
+}
 
 TEST_CASE("select: matches the reference on every distribution, size and k", "[select]") {
   const std::vector<Dist> dists = {Dist::normal,     Dist::uniform,       Dist::all_equal,

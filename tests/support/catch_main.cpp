@@ -17,6 +17,35 @@
 #include <mpi.h>
 #endif
 
+#include <cstdio>
+#include <cstring>
+
+#ifndef OMGS_TEST_WITHOUT_KOKKOS
+namespace {
+/// Prints the backend the program runs on, so that CTest's log says where the runtime and
+/// the other Kokkos code ran, and fails (1) where it is not OMGS_TEST_DEFAULT_BACKEND, the
+/// backend that tests/CMakeLists.txt named the tests after.
+int report_backend(int rank) {
+  const Kokkos::DefaultExecutionSpace exec;
+  const char* name = exec.name();
+  if (rank == 0) {
+    std::printf("omgs test: Kokkos %d.%d.%d, default execution space %s (concurrency %d)\n",
+                KOKKOS_VERSION / 10000, KOKKOS_VERSION / 100 % 100, KOKKOS_VERSION % 100, name,
+                exec.concurrency());
+    std::fflush(stdout);
+  }
+#ifdef OMGS_TEST_DEFAULT_BACKEND
+  if (std::strcmp(name, OMGS_TEST_DEFAULT_BACKEND) != 0) {
+    std::fprintf(stderr, "omgs test: named after backend %s but Kokkos' default is %s\n",
+                 OMGS_TEST_DEFAULT_BACKEND, name);
+    return 1;
+  }
+#endif
+  return 0;
+}
+}  // namespace
+#endif
+
 int main(int argc, char** argv) {
 #ifdef OMGS_TEST_WITH_MPI
   int provided = 0;
@@ -28,7 +57,12 @@ int main(int argc, char** argv) {
 #else
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    failed = Catch::Session().run(argc, argv);
+    int rank = 0;
+#ifdef OMGS_TEST_WITH_MPI
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+#endif
+    failed = report_backend(rank);
+    if (failed == 0) failed = Catch::Session().run(argc, argv);
   }
 #endif
 #ifdef OMGS_TEST_WITH_MPI
