@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device check: builds omgs against an installed Kokkos (CUDA, HIP, or any host backend),
 # runs the whole test suite, the top-k benchmark and the main job on 1 and 2 ranks, and
-# writes a short report. It never builds Kokkos (docs/portability.md has the commands).
+# writes a short report, and the measured top-k constants as gpu-topk-measured.json (the
+# form omgs-plan --topk reads, docs/scale.md). It never builds Kokkos (docs/portability.md).
 #
 #   ./scripts/gpu-check.sh KOKKOS_ROOT [KOKKOSKERNELS_ROOT]
 #
@@ -20,7 +21,7 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 if [ $# -lt 1 ] || [ $# -gt 2 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 kokkos_root="$(cd "$1" 2>/dev/null && pwd)" || {
@@ -82,6 +83,38 @@ step() { # step NAME LOG COMMAND...: runs it, records a failure
   fi
 }
 
+# The measured top-k constants in the form omgs-plan --topk reads (examples/perf/
+# gpu_topk_*.json hold the modelled ones; docs/scale.md): a least-squares line c0 + c1 n
+# through the one-read feedback form's times ("fb 1-rd") of omgs-bench-topk on gradient-like
+# data at density 0.001, sampled path only. Fails (no output) with fewer than two such rows.
+topk_json() {
+  local device="none"
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    device="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+  elif command -v rocm-smi >/dev/null 2>&1; then
+    device="$(rocm-smi --showproductname 2>/dev/null | grep -m 1 -i 'card series' | sed 's/.*: *//')"
+  fi
+  tr -d '|' <"$1" | awk -v device="$device ($backend)" '
+    BEGIN { m = 0 }
+    $1 == "grad" && $3 == "0.001" && $11 == "sampled" {
+      n[m] = $2; t[m] = $10 / 1000; m++
+    }
+    END {
+      if (m < 2) exit 1
+      for (i = 0; i < m; i++) { sx += n[i]; sy += t[i]; sxx += n[i] * n[i]; sxy += n[i] * t[i] }
+      c1 = (m * sxy - sx * sy) / (m * sxx - sx * sx)
+      c0 = (sy - c1 * sx) / m
+      if (c0 < 0) c0 = 0
+      if (c1 < 0) exit 1
+      printf "{\n  \"type\": \"topk\",\n  \"device\": \"%s\",\n", device
+      printf "  \"status\": \"MEASURED by scripts/gpu-check.sh: omgs-bench-topk, one-read feedback form, gradient-like data, density 0.001, sampled path; least-squares c0 + c1 n (the runtime adds a pack kernel and a fence per group)\",\n"
+      printf "  \"topk\": {\"form\": \"linear\", \"c0_s\": %.4g, \"c1_s\": %.4g},\n", c0, c1
+      printf "  \"points\": ["
+      for (i = 0; i < m; i++) printf "%s[%d, %.6g]", (i ? ", " : ""), n[i], t[i]
+      printf "]\n}\n"
+    }'
+}
+
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
@@ -118,6 +151,8 @@ if [ "$built" -eq 1 ]; then
   bench=("$dir/tests/benchmarks/omgs-bench-topk" --reps 5)
   [ "$backend" != host ] && bench+=(--large)  # n = 1e8 takes minutes on 2 host cores
   step bench-topk "$dir/check-bench-topk.log" "${bench[@]}"
+  topk_json "$dir/check-bench-topk.log" >"$dir/gpu-topk-measured.json" ||
+    rm -f "$dir/gpu-topk-measured.json"
   job=("$dir/examples/omgs-train-synthetic" --model resnet50 --iterations "${OMGS_CHECK_ITERS:-10}"
     --warmup 2)
   step main-job-1 "$dir/check-main-1.log" mpiexec -n 1 "${mpi_flags[@]}" "${job[@]}"
@@ -155,6 +190,11 @@ code() { printf '%s\n%s\n%s\n' "$fence" "$1" "$fence"; }
     echo
     echo "## omgs-bench-topk (ms; 'read' is the one-read bandwidth baseline on the same data)"
     code "$(cat "$dir/check-bench-topk.log")"
+  fi
+  if [ -f "$dir/gpu-topk-measured.json" ]; then
+    echo
+    echo "## Measured top-k constants (omgs-plan --topk $dir/gpu-topk-measured.json; docs/scale.md)"
+    code "$(cat "$dir/gpu-topk-measured.json")"
   fi
   for r in 1 2; do
     if [ -f "$dir/check-main-$r.log" ]; then

@@ -3,7 +3,8 @@
 
 Output: one CSV per model in this script's directory (or --out-dir):
 
-    resnet50.csv  vgg16.csv  bert_base.csv  gpt2_small.csv
+    resnet50.csv  vgg16.csv  bert_base.csv  gpt2_small.csv      (today's four)
+    gpt2_xl.csv   llama_7b.csv  vit_l16.csv                     (the scale study's)
 
 Format: header `name,numel,backward_s`, then one row per gradient tensor in
 FORWARD order (row 0 = the first parameter the forward pass uses). The backward
@@ -19,12 +20,17 @@ parameter totals). Times are ESTIMATES, computed as follows.
 backward_s estimate
 -------------------
   backward_s(tensor) = backward FLOPs charged to the tensor / THROUGHPUT
-  THROUGHPUT         = 15e12 FLOP/s by default (--tflops), a V100-class fp32
-                       figure; every time scales with 1/THROUGHPUT.
+  THROUGHPUT         = a named GPU's peak x a sustained fraction (--gpu, --mfu),
+                       or --tflops. Without --gpu / --tflops today's four models
+                       keep 15e12 FLOP/s (a V100-class fp32 figure, the CSVs that
+                       the tests pin) and the scale study's three take --gpu h100
+                       (GPUS below); every time scales with 1/THROUGHPUT.
 
-  Batches: ResNet-50 and VGG-16: batch 32 at 224x224 (ImageNet);
+  Batches (per GPU): ResNet-50 and VGG-16: batch 32 at 224x224 (ImageNet);
            BERT-base: batch 32, sequence 128 (4096 tokens);
-           GPT-2 small: batch 8, sequence 1024 (8192 tokens).
+           GPT-2 small and GPT-2 XL: batch 8, sequence 1024 (8192 tokens);
+           LLaMA-7B: batch 4, sequence 2048 (8192 tokens);
+           ViT-L/16: batch 32 at 224x224 (197 tokens each: 196 patches + [CLS]).
 
   Weight-owning ops (all backward time of the layer goes on its weight):
     conv   forward FLOPs = 2*Cin*Cout*kh*kw*Hout*Wout*batch
@@ -54,12 +60,16 @@ backward_s estimate
   memory bound on real GPUs, so real norm / bias times are larger than these
   FLOP counts say; FLOP-bound layers dominate the totals either way.
 
-Usage: python3 make_models.py [--out-dir DIR] [--tflops 15]
+These times are MODELLED (FLOPs / an assumed rate), never measured.
+
+Usage: python3 make_models.py [--out-dir DIR] [--gpu h100|h200|a100|v100]
+                              [--mfu 0.4] [--tflops 15] [--models a,b] [--check]
 Python 3 standard library only.
 """
 
 import argparse
 import csv
+import io
 import math
 import os
 import sys
@@ -74,6 +84,21 @@ IMAGE_BATCH = 32
 IMAGE_SIZE = 224
 BERT_BATCH, BERT_SEQ = 32, 128
 GPT2_BATCH, GPT2_SEQ = 8, 1024
+LLAMA_BATCH, LLAMA_SEQ = 4, 2048
+VIT_BATCH = 32
+
+# Named GPUs: (peak dense FLOP/s of the tensor cores in the training precision, source).
+# The sustained rate is peak x --mfu (default MFU_DEFAULT). Why 0.40: the PaLM paper
+# (Chowdhery et al. 2022, Table 3) lists model FLOP utilisations of 21.3% (GPT-3), 30.2%
+# (Megatron-Turing NLG), 32.5% (Gopher) and 46.2% (PaLM) for large-model training; 0.40 is
+# an assumption in that range, not a measurement of these models.
+GPUS = {
+    "h100": (989.4e12, "NVIDIA H100 SXM5 bf16 dense (datasheet: 1,979 TFLOP/s with 2:4 sparsity)"),
+    "h200": (989.4e12, "NVIDIA H200 SXM bf16 dense (datasheet: 1,979 TFLOP/s with 2:4 sparsity)"),
+    "a100": (312e12, "NVIDIA A100 SXM4 bf16 dense (datasheet: 312 TFLOP/s)"),
+    "v100": (125e12, "NVIDIA V100 SXM2 fp16 tensor core (datasheet: 125 TFLOP/s)"),
+}
+MFU_DEFAULT = 0.40
 
 
 class Model:
@@ -193,10 +218,11 @@ def bert_base():
     return m, 109482240, 5 + 16 * layers + 2
 
 
-def gpt2_small():
-    """transformers GPT2LMHeadModel, gpt2 (small) config; lm_head tied to wte."""
-    m = Model("gpt2_small")
-    hid, layers, vocab, npos = 768, 12, 50257, 1024
+def gpt2(name, hid, layers):
+    """transformers GPT2LMHeadModel (vocabulary 50257, 1024 positions, MLP 4 x hidden);
+    lm_head tied to wte."""
+    m = Model(name)
+    vocab, npos = 50257, 1024
     b, seq = GPT2_BATCH, GPT2_SEQ
     tok = b * seq
     m.embedding("transformer.wte.weight", vocab, hid, tok)
@@ -204,7 +230,7 @@ def gpt2_small():
     for i in range(layers):
         p = "transformer.h.%d." % i
         m.norm(p + "ln_1", hid, tok * hid)
-        m.linear(p + "attn.c_attn", hid, 3 * hid, tok)  # Conv1D, weight (768, 2304)
+        m.linear(p + "attn.c_attn", hid, 3 * hid, tok)  # Conv1D, weight (hid, 3 hid)
         m.charge(p + "attn.c_attn.weight", 2.0 * 4.0 * seq * seq * hid * b)
         m.linear(p + "attn.c_proj", hid, hid, tok)
         m.norm(p + "ln_2", hid, tok * hid)
@@ -213,7 +239,86 @@ def gpt2_small():
     m.norm("transformer.ln_f", hid, tok * hid)
     # tied LM head: its backward (dX and the dW part of wte.grad) runs first
     m.charge("transformer.ln_f.bias", 2.0 * (2.0 * hid * vocab * tok))
-    return m, 124439808, 2 + 12 * layers + 2
+    return m
+
+
+def gpt2_small():
+    """gpt2 (small) config: hidden 768, 12 layers."""
+    return gpt2("gpt2_small", 768, 12), 124439808, 2 + 12 * 12 + 2
+
+
+def gpt2_xl():
+    """gpt2-xl config (Radford et al. 2019: 48 layers, d_model 1600)."""
+    return gpt2("gpt2_xl", 1600, 48), 1557611200, 2 + 12 * 48 + 2
+
+
+def llama_7b():
+    """transformers LlamaForCausalLM with the LLaMA-7B shapes (Touvron et al. 2023, Table 2:
+    dim 4096, 32 layers, 32 heads; vocabulary 32000; SwiGLU hidden 11008; RMSNorm weights
+    only; no biases; lm_head not tied). Rows in forward use order (input_layernorm before
+    the attention, post_attention_layernorm before the MLP)."""
+    m = Model("llama_7b")
+    hid, layers, vocab, ffn = 4096, 32, 32000, 11008
+    b, seq = LLAMA_BATCH, LLAMA_SEQ
+    tok = b * seq
+    m.embedding("model.embed_tokens.weight", vocab, hid, tok)
+    for i in range(layers):
+        p = "model.layers.%d." % i
+        # RMSNorm: one weight, no bias; charged like a norm weight
+        m.add(p + "input_layernorm.weight", hid, NORM_WEIGHT_FLOPS_PER_ELEM * tok * hid)
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            m.linear(p + "self_attn." + proj, hid, hid, tok, bias=False)
+        m.charge(p + "self_attn.v_proj.weight", 2.0 * 4.0 * seq * seq * hid * b)
+        m.linear(p + "self_attn.o_proj", hid, hid, tok, bias=False)
+        m.add(p + "post_attention_layernorm.weight", hid, NORM_WEIGHT_FLOPS_PER_ELEM * tok * hid)
+        m.linear(p + "mlp.gate_proj", hid, ffn, tok, bias=False)
+        m.linear(p + "mlp.up_proj", hid, ffn, tok, bias=False)
+        m.linear(p + "mlp.down_proj", ffn, hid, tok, bias=False)
+    m.add("model.norm.weight", hid, NORM_WEIGHT_FLOPS_PER_ELEM * tok * hid)
+    m.linear("lm_head", hid, vocab, tok, bias=False)  # its backward runs first
+    return m, 6738415616, 1 + 9 * layers + 2
+
+
+def vit_l16():
+    """timm vit_large_patch16_224 (Dosovitskiy et al. 2021, Table 1: ViT-Large, 24 layers,
+    hidden 1024, MLP 4096, patch 16) with a 1000-class head. Rows in forward use order:
+    patch embedding, [CLS] token, position embedding, blocks, final norm, head."""
+    m = Model("vit_l16")
+    hid, layers, mlp, patch, classes = 1024, 24, 4096, 16, 1000
+    b = VIT_BATCH
+    side = IMAGE_SIZE // patch  # 14
+    seq = side * side + 1  # 197 tokens with [CLS]
+    tok = b * seq
+    m.conv("patch_embed.proj", 3, hid, patch, side, side, b, bias=True, first=True)
+    m.add("cls_token", hid, EMBED_FLOPS_PER_ELEM * b * hid)
+    m.add("pos_embed", seq * hid, EMBED_FLOPS_PER_ELEM * tok * hid)
+    for i in range(layers):
+        p = "blocks.%d." % i
+        m.norm(p + "norm1", hid, tok * hid)
+        m.linear(p + "attn.qkv", hid, 3 * hid, tok)
+        m.charge(p + "attn.qkv.weight", 2.0 * 4.0 * seq * seq * hid * b)
+        m.linear(p + "attn.proj", hid, hid, tok)
+        m.norm(p + "norm2", hid, tok * hid)
+        m.linear(p + "mlp.fc1", hid, mlp, tok)
+        m.linear(p + "mlp.fc2", mlp, hid, tok)
+    m.norm("norm", hid, tok * hid)
+    m.linear("head", hid, classes, b)  # on the [CLS] token only
+    return m, 304326632, 4 + 12 * layers + 4
+
+
+# name -> (builder, published total, its source, legacy: times at 15 TFLOP/s by default)
+MODELS = {
+    "resnet50": (resnet50, 25.6e6, "He et al. 2016; torchvision reports 25,557,032", True),
+    "vgg16": (vgg16, 138.4e6, "Simonyan and Zisserman 2015; torchvision 138,357,544", True),
+    "bert_base": (bert_base, 110e6, "Devlin et al. 2019: BERT-base 110M", True),
+    "gpt2_small": (gpt2_small, 124.4e6, "HuggingFace gpt2: 124,439,808", True),
+    "gpt2_xl": (gpt2_xl, 1.558e9, "Radford et al. 2019 (1.5B); HuggingFace gpt2-xl 1.558B",
+                False),
+    "llama_7b": (llama_7b, 6.74e9, "Touvron et al. 2023 (LLaMA-7B, 6.7B); "
+                 "HuggingFace 6,738,415,616", False),
+    "vit_l16": (vit_l16, 304e6, "Dosovitskiy et al. 2021, Table 1 (ViT-L 307M); "
+                "timm vit_large_patch16_224 304.3M", False),
+}
 
 
 def check(m, total, count):
@@ -227,31 +332,82 @@ def check(m, total, count):
         assert math.isfinite(flops) and flops > 0, "%s: %s has cost %r" % (m.name, name, flops)
 
 
-def write(m, path, throughput):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["name", "numel", "backward_s"])
-        for name, n, flops in m.rows:
-            w.writerow([name, n, "%.9e" % (flops / throughput)])
+def render(m, throughput, note):
+    f = io.StringIO()
+    if note:  # the scale study's models say how their times were made
+        f.write("# " + note + "\n")
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(["name", "numel", "backward_s"])
+    for name, n, flops in m.rows:
+        w.writerow([name, n, "%.9e" % (flops / throughput)])
+    return f.getvalue()
+
+
+def rate(args, legacy):
+    """(FLOP/s, the note written into the CSV; "" keeps today's four files unchanged)."""
+    if args.tflops is not None:
+        return args.tflops * 1e12, "backward_s MODELLED: FLOPs / %g TFLOP/s (--tflops)" % args.tflops
+    gpu = args.gpu if args.gpu is not None else (None if legacy else "h100")
+    if gpu is None:
+        return THROUGHPUT_DEFAULT_TFLOPS * 1e12, ""
+    peak, source = GPUS[gpu]
+    return peak * args.mfu, ("backward_s MODELLED, not measured: FLOPs / (%.4g TFLOP/s peak x "
+                             "%.2f sustained) of %s" % (peak / 1e12, args.mfu, source))
+
+
+def check_published(name, total, published, source):
+    """The issue's test: the shapes give the published parameter count within 1%."""
+    err = abs(total - published) / published
+    assert err <= 0.01, "%s: %d parameters, %.1f%% from the published %.4g (%s)" % (
+        name, total, 100 * err, published, source)
+    return err
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out-dir", default=os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--tflops", type=float, default=THROUGHPUT_DEFAULT_TFLOPS,
-                    help="effective throughput in TFLOP/s (default %(default)s)")
+    ap.add_argument("--gpu", choices=sorted(GPUS), default=None,
+                    help="device whose peak x --mfu times every model (default: 15 TFLOP/s "
+                         "for today's four, h100 for the scale study's three)")
+    ap.add_argument("--mfu", type=float, default=MFU_DEFAULT,
+                    help="sustained fraction of the GPU's peak (default %(default)s)")
+    ap.add_argument("--tflops", type=float, default=None,
+                    help="effective throughput in TFLOP/s (overrides --gpu)")
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="comma-separated subset of: " + ", ".join(MODELS))
+    ap.add_argument("--check", action="store_true",
+                    help="check every model (tensor counts, parameter totals within 1%% of "
+                         "the published ones, the CSVs in --out-dir equal to what this writes); "
+                         "write nothing")
     args = ap.parse_args(argv)
-    assert args.tflops > 0
-    throughput = args.tflops * 1e12
-    os.makedirs(args.out_dir, exist_ok=True)
-    for build, fname in [(resnet50, "resnet50.csv"), (vgg16, "vgg16.csv"),
-                         (bert_base, "bert_base.csv"), (gpt2_small, "gpt2_small.csv")]:
+    assert args.tflops is None or args.tflops > 0
+    assert 0 < args.mfu <= 1, "--mfu must be in (0, 1]"
+    names = args.models.split(",")
+    for name in names:
+        assert name in MODELS, "unknown model '%s' (known: %s)" % (name, ", ".join(MODELS))
+    if not args.check:
+        os.makedirs(args.out_dir, exist_ok=True)
+    for name in names:
+        build, published, source, legacy = MODELS[name]
         m, total, count = build()
         check(m, total, count)
-        path = os.path.join(args.out_dir, fname)
-        write(m, path, throughput)
+        err = check_published(name, total, published, source)
+        throughput, note = rate(args, legacy)
+        backward = sum(r[2] for r in m.rows) / throughput
+        path = os.path.join(args.out_dir, name + ".csv")
+        text = render(m, throughput, note)
+        if args.check:
+            # The committed CSVs must be what the script writes (they are not edited by hand).
+            if os.path.exists(path) and args.gpu is None and args.tflops is None:
+                with open(path, newline="") as f:
+                    assert f.read() == text, "%s differs from what the script writes" % path
+            print("%-11s %4d tensors %11d params (%.2f%% from published %.4g)  backward %.4f s"
+                  % (name, len(m.rows), total, 100 * err, published, backward))
+            continue
+        with open(path, "w", newline="") as f:
+            f.write(text)
         print("%-14s %4d tensors %11d params  backward %.4f s  -> %s"
-              % (m.name, len(m.rows), total, sum(r[2] for r in m.rows) / throughput, path))
+              % (m.name, len(m.rows), total, backward, path))
     return 0
 
 

@@ -59,6 +59,21 @@ enum class TopkForm {
   nlogn,   ///< c0 + c1 * n * log2(n)
 };
 
+/// A top-k cost alone, c0 + c1 * f(n): the "topk" member of a perf JSON document. A device's
+/// selection cost does not depend on the network, so a GPU's model (examples/perf/
+/// gpu_topk_*.json, a document of "type": "topk") can replace the top-k of any fabric's
+/// model (AlphaBetaModel::with_topk, omgs-plan --topk).
+struct TopkCost {
+  TopkForm form = TopkForm::linear;
+  double c0_s = 0.0;
+  double c1_s = 0.0;
+};
+
+/// Reads the "topk" member of a perf JSON document: an alpha-beta model, or a top-k model
+/// {"type": "topk", "topk": {...}} (other members are documentation). Throws omgs::Error
+/// naming the file and the problem.
+OMGS_EXPORT TopkCost load_topk_cost(const std::string& path);
+
 /// Latency / inverse bandwidth of one allgather for a given number of workers.
 struct AlphaBeta {
   double alpha_s = 0.0;          ///< start-up latency, seconds
@@ -121,6 +136,14 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   double allreduce_s(std::uint64_t numel, int workers) const override;
   const AlphaBetaModel* as_alpha_beta() const noexcept override { return this; }
 
+  /// This model with another top-k cost (same collectives).
+  AlphaBetaModel with_topk(const TopkCost& topk) const;
+  /// This model with the dense allreduce sending `bytes` per gradient element (4: fp32, the
+  /// default; 2: bf16, as a bf16 training code or PyTorch's bf16 compression hook sends).
+  /// The JSON member "allreduce_element_bytes" sets it too. Throws unless 0 < bytes <= 8.
+  AlphaBetaModel with_allreduce_element_bytes(double bytes) const;
+  double allreduce_element_bytes() const { return allreduce_element_bytes_; }
+
   const CollectiveCosts& allgather_costs() const { return allgather_costs_; }
   const CollectiveCosts& allreduce_costs() const { return allreduce_; }
 
@@ -136,6 +159,7 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   std::map<int, AlphaBeta> allgather_;  // = allgather_costs_.table
   CollectiveCosts allgather_costs_;
   CollectiveCosts allreduce_;
+  double allreduce_element_bytes_ = 4.0;
 };
 
 /// "reference" gives a ReferenceModel; anything else is read as an AlphaBetaModel JSON file.

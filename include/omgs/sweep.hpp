@@ -13,10 +13,16 @@ namespace omgs {
 /// Predicted plans of one model for many numbers of workers (omgs-plan --workers-sweep).
 struct SweepRow {
   int workers = 0;
-  Plan dense;    ///< Planner::dense: the best all-dense grouping
+  Plan dense;    ///< Planner::dense: the best all-dense grouping (the model's allreduce: fp32)
   Plan mgs;      ///< all-sparse MGS (the published algorithm)
   Plan optimal;  ///< boundaries and collectives searched together
   Plan mixed;    ///< best_of(mgs, mgs_mixed, optimal, dense) under the sweep's margin
+  /// Planner::dense with a bf16 allreduce (2 bytes per element; what a bf16 training code
+  /// sends), when the model is an AlphaBetaModel (has_bf16); a baseline beside `dense`, not
+  /// a candidate of `mixed` (omgs' dense groups send fp32).
+  Plan dense_bf16;
+  bool has_bf16 = false;
+  double backward_s = 0.0;  ///< the backward pass alone: the floor every plan is above
 };
 /// One row per P (in the given order). The model must know both collectives for every P
 /// (else omgs::Error naming P). Each P costs a few optimal searches (about a second each
@@ -30,8 +36,9 @@ OMGS_EXPORT std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& la
 /// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of
 /// the two numbers before it up to the one after it). Throws omgs::Error on a bad list.
 OMGS_EXPORT std::vector<int> parse_workers_list(std::string_view text);
-/// A log-log SVG chart of predicted iteration time against P, one line per series (e.g.
-/// dense, mgs, optimal, mixed): where the lines cross is where the collective should change.
+/// A log-log SVG chart of predicted iteration time against P, one line per series (dense
+/// fp32 and bf16, mgs, optimal, mixed) and the backward pass (what communication hides
+/// behind): where the lines cross is where the collective should change.
 OMGS_EXPORT std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title);
 
 }  // namespace omgs

@@ -17,14 +17,18 @@ enum class CollectiveKind { allgather, allreduce };
 const char* collective_name(CollectiveKind kind);
 
 /// Bytes the table's beta multiplies: the allgather's P * k * 8 received bytes, the
-/// allreduce's 4 * n gradient bytes.
-double table_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density);
+/// allreduce's element_bytes * n gradient bytes (4: fp32; 2: a bf16 allreduce).
+double table_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
+                   double element_bytes = 4.0);
 /// Bytes the formula's beta multiplies (CollectiveFormula).
-double wire_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density);
+double wire_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
+                  double element_bytes = 4.0);
 
 /// The cost for P = workers from the table entry, else the formula; nullopt if neither.
+/// element_bytes: the allreduce's bytes per gradient element (ignored for the allgather).
 std::optional<double> collective_time(const CollectiveCosts& costs, CollectiveKind kind,
-                                      std::uint64_t numel, int workers, double density);
+                                      std::uint64_t numel, int workers, double density,
+                                      double element_bytes = 4.0);
 
 /// A coefficient that is negative or not finite, or a table entry with workers < 1:
 /// "<field> = <value> (must be finite and >= 0)", naming the field as the JSON does.

@@ -168,8 +168,8 @@ double AlphaBetaModel::allgather_s(std::uint64_t numel, int workers, double dens
 }
 
 double AlphaBetaModel::allreduce_s(std::uint64_t numel, int workers) const {
-  const auto t =
-      detail::collective_time(allreduce_, detail::CollectiveKind::allreduce, numel, workers, 1.0);
+  const auto t = detail::collective_time(allreduce_, detail::CollectiveKind::allreduce, numel,
+                                         workers, 1.0, allreduce_element_bytes_);
   if (!t) return PerfModel::allreduce_s(numel, workers);  // throws
   return *t;
 }
@@ -189,7 +189,10 @@ std::string AlphaBetaModel::describe() const {
   for (const auto& [p, ab] : allgather_)
     os << " P=" << p << ": " << ab.alpha_s << " + " << ab.beta_s_per_byte << "*bytes s;";
   os << detail::describe_costs(allgather_costs_, detail::CollectiveKind::allgather)
-     << detail::describe_costs(allreduce_, detail::CollectiveKind::allreduce) << ")";
+     << detail::describe_costs(allreduce_, detail::CollectiveKind::allreduce);
+  if (allreduce_element_bytes_ != 4.0)
+    os << " allreduce of " << allreduce_element_bytes_ << " bytes per element;";
+  os << ")";
   return os.str();
 }
 
@@ -205,6 +208,39 @@ const JsonValue& member(const JsonValue& obj, std::string_view key, JsonValue::K
                 detail::json_kind_name(kind) + ", not a " + detail::json_kind_name(v->kind()));
   return *v;
 }
+
+// The "topk" member; line_of gets the coefficients' lines for the coefficient check.
+TopkCost read_topk(const JsonValue& doc, const std::string& source,
+                   std::map<std::string, std::size_t>& line_of) {
+  const JsonValue& topk = member(doc, "topk", JsonValue::Kind::object, source);
+  const std::string where_topk = source + ": topk";
+  const std::string& form_name = member(topk, "form", JsonValue::Kind::string, where_topk).string();
+  TopkCost cost;
+  if (form_name == "linear")
+    cost.form = TopkForm::linear;
+  else if (form_name == "nlogn")
+    cost.form = TopkForm::nlogn;
+  else
+    throw Error(where_topk + ": \"form\" is \"" + form_name +
+                "\", expected \"linear\" or \"nlogn\"");
+  const JsonValue& c0v = member(topk, "c0_s", JsonValue::Kind::number, where_topk);
+  const JsonValue& c1v = member(topk, "c1_s", JsonValue::Kind::number, where_topk);
+  line_of["topk c0_s"] = c0v.line();
+  line_of["topk c1_s"] = c1v.line();
+  cost.c0_s = c0v.number();
+  cost.c1_s = c1v.number();
+  return cost;
+}
+
+// The optional "allreduce_element_bytes" (default 4).
+double read_element_bytes(const JsonValue& doc, const std::string& source) {
+  const JsonValue* v = doc.find("allreduce_element_bytes");
+  if (v == nullptr) return 4.0;
+  if (!v->is(JsonValue::Kind::number) || !(v->number() > 0.0 && v->number() <= 8.0))
+    throw Error(source + ":" + std::to_string(v->line()) +
+                ": allreduce_element_bytes must be a number in (0, 8]");
+  return v->number();
+}
 }  // namespace
 
 AlphaBetaModel AlphaBetaModel::from_json(std::string_view text, const std::string& source) {
@@ -213,22 +249,9 @@ AlphaBetaModel AlphaBetaModel::from_json(std::string_view text, const std::strin
   const std::string& type = member(doc, "type", JsonValue::Kind::string, source).string();
   if (type != "alpha_beta")
     throw Error(source + ": \"type\" is \"" + type + "\", expected \"alpha_beta\"");
-  const JsonValue& topk = member(doc, "topk", JsonValue::Kind::object, source);
-  const std::string where_topk = source + ": topk";
-  const std::string& form_name = member(topk, "form", JsonValue::Kind::string, where_topk).string();
-  TopkForm form;
-  if (form_name == "linear")
-    form = TopkForm::linear;
-  else if (form_name == "nlogn")
-    form = TopkForm::nlogn;
-  else
-    throw Error(where_topk + ": \"form\" is \"" + form_name +
-                "\", expected \"linear\" or \"nlogn\"");
   std::map<std::string, std::size_t> line_of;  // field -> line, for the coefficient check
-  const JsonValue& c0v = member(topk, "c0_s", JsonValue::Kind::number, where_topk);
-  const JsonValue& c1v = member(topk, "c1_s", JsonValue::Kind::number, where_topk);
-  line_of["topk c0_s"] = c0v.line();
-  line_of["topk c1_s"] = c1v.line();
+  const TopkCost topk = read_topk(doc, source, line_of);
+  const TopkForm form = topk.form;
 
   std::map<int, AlphaBeta> table;
   const JsonValue& ag = member(doc, "allgather", JsonValue::Kind::array, source);
@@ -250,16 +273,17 @@ AlphaBetaModel AlphaBetaModel::from_json(std::string_view text, const std::strin
     if (!table.emplace(static_cast<int>(p), ab).second)
       throw Error(where + ": a second entry for workers = " + std::to_string(static_cast<int>(p)));
   }
-  if (auto issue = check_coefficients(form, c0v.number(), c1v.number(), table))
+  if (auto issue = check_coefficients(form, topk.c0_s, topk.c1_s, table))
     throw Error(source + ":" + std::to_string(line_of[issue->field]) + ": " + issue->field +
                 issue->reason);
   CollectiveCosts allgather{std::move(table), false, {}};
   CollectiveCosts allreduce;
   detail::read_costs(doc, detail::CollectiveKind::allgather, source, allgather);
   detail::read_costs(doc, detail::CollectiveKind::allreduce, source, allreduce);
+  const double element_bytes = read_element_bytes(doc, source);
   try {
-    return AlphaBetaModel(form, c0v.number(), c1v.number(), std::move(allgather),
-                          std::move(allreduce));
+    return AlphaBetaModel(form, topk.c0_s, topk.c1_s, std::move(allgather), std::move(allreduce))
+        .with_allreduce_element_bytes(element_bytes);
   } catch (const Error& e) {
     throw Error(source + ": " + e.what());
   }
@@ -289,6 +313,8 @@ std::string AlphaBetaModel::to_json() const {
   s += "\n  ]";
   s += detail::costs_json(allgather_costs_, detail::CollectiveKind::allgather);
   s += detail::costs_json(allreduce_, detail::CollectiveKind::allreduce);
+  if (allreduce_element_bytes_ != 4.0)
+    s += ",\n  \"allreduce_element_bytes\": " + json_number(allreduce_element_bytes_);
   s += "\n}\n";
   return s;
 }
@@ -298,6 +324,39 @@ void AlphaBetaModel::save(const std::string& path) const {
   if (!out) throw Error("omgs: cannot write the performance model file '" + path + "'");
   out << to_json();
   if (!out) throw Error("omgs: writing the performance model file '" + path + "' failed");
+}
+
+AlphaBetaModel AlphaBetaModel::with_topk(const TopkCost& topk) const {
+  AlphaBetaModel m(topk.form, topk.c0_s, topk.c1_s, allgather_costs_, allreduce_);
+  m.allreduce_element_bytes_ = allreduce_element_bytes_;
+  return m;
+}
+
+AlphaBetaModel AlphaBetaModel::with_allreduce_element_bytes(double bytes) const {
+  if (!(bytes > 0.0 && bytes <= 8.0))
+    throw Error("omgs: alpha-beta model: allreduce element bytes = " + show(bytes) +
+                " (must be in (0, 8])");
+  AlphaBetaModel m = *this;
+  m.allreduce_element_bytes_ = bytes;
+  return m;
+}
+
+TopkCost load_topk_cost(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("omgs: cannot open the top-k model file '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const JsonValue doc = detail::parse_json(ss.str(), path);
+  if (!doc.is(JsonValue::Kind::object)) throw Error(path + ": the document must be an object");
+  const std::string& type = member(doc, "type", JsonValue::Kind::string, path).string();
+  if (type != "alpha_beta" && type != "topk")
+    throw Error(path + ": \"type\" is \"" + type + "\", expected \"topk\" or \"alpha_beta\"");
+  std::map<std::string, std::size_t> line_of;
+  const TopkCost topk = read_topk(doc, path, line_of);
+  if (auto issue = check_coefficients(topk.form, topk.c0_s, topk.c1_s, {}))
+    throw Error(path + ":" + std::to_string(line_of[issue->field]) + ": " + issue->field +
+                issue->reason);
+  return topk;
 }
 
 std::unique_ptr<PerfModel> make_perf_model(const std::string& spec) {

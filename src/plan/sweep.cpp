@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -18,6 +19,12 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
                                     double density, const std::vector<int>& workers,
                                     const OptimalBudget& budget, double margin) {
   validate_choice_margin(margin);
+  double backward = 0.0;
+  for (const LayerSpec& l : layers) backward += l.backward_s;
+  // The bf16 baseline: the same fabric sending 2 bytes per element in the dense allreduce.
+  std::optional<AlphaBetaModel> bf16;
+  if (const AlphaBetaModel* ab = model.as_alpha_beta())
+    bf16.emplace(ab->with_allreduce_element_bytes(2.0));
   std::vector<SweepRow> rows;
   for (int p : workers) {
     const PlanConfig config{p, density, 8192, margin};
@@ -25,6 +32,7 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
     if (!model.knows_allreduce(p)) model.allreduce_s(1, p);  // throws, naming P
     SweepRow r;
     r.workers = p;
+    r.backward_s = backward;
     r.mgs = make_plan(Planner::mgs, layers, model, config, budget);
     r.dense = make_plan(Planner::dense, layers, model, config, budget);
     r.optimal = make_plan(Planner::optimal, layers, model, config, budget);
@@ -32,6 +40,10 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
     r.mixed = best_of(
         {r.mgs, make_plan(Planner::mgs_mixed, layers, model, config, budget), r.optimal, r.dense},
         config.choice_margin);
+    if (bf16) {
+      r.dense_bf16 = make_plan(Planner::dense, layers, *bf16, config, budget);
+      r.has_bf16 = true;
+    }
     rows.push_back(std::move(r));
   }
   return rows;
@@ -85,21 +97,30 @@ std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& titl
   struct Series {
     const char* name;
     const char* color;
+    const char* dash;
     // A function, not a pointer to member: nvcc's front end rewrites `const Plan SweepRow::*`
-    // with parentheses that g++ then warns about (-Wparentheses).
-    const Plan& (*plan)(const SweepRow&);
+    // with parentheses that g++ then warns about (-Wparentheses). NaN: no point.
+    double (*time)(const SweepRow&);
   };
   const Series series[] = {
-      {"dense", "#d62728", [](const SweepRow& r) -> const Plan& { return r.dense; }},
-      {"mgs (all sparse)", "#1f77b4", [](const SweepRow& r) -> const Plan& { return r.mgs; }},
-      {"optimal", "#2ca02c", [](const SweepRow& r) -> const Plan& { return r.optimal; }},
-      {"mixed", "#000000", [](const SweepRow& r) -> const Plan& { return r.mixed; }}};
+      {"dense fp32", "#d62728", "",
+       [](const SweepRow& r) { return r.dense.predicted.iteration_end_s; }},
+      {"dense bf16", "#ff7f0e", " stroke-dasharray=\"2,2\"",
+       [](const SweepRow& r) { return r.has_bf16 ? r.dense_bf16.predicted.iteration_end_s : NAN; }},
+      {"mgs (all sparse)", "#1f77b4", "",
+       [](const SweepRow& r) { return r.mgs.predicted.iteration_end_s; }},
+      {"optimal", "#2ca02c", "",
+       [](const SweepRow& r) { return r.optimal.predicted.iteration_end_s; }},
+      {"mixed", "#000000", " stroke-dasharray=\"6,3\"",
+       [](const SweepRow& r) { return r.mixed.predicted.iteration_end_s; }},
+      {"backward pass", "#999999", " stroke-dasharray=\"1,4\"",
+       [](const SweepRow& r) { return r.backward_s; }}};
   double tmin = HUGE_VAL, tmax = 0, pmin = HUGE_VAL, pmax = 0;
   for (const SweepRow& r : rows) {
     pmin = std::min(pmin, double(r.workers));
     pmax = std::max(pmax, double(r.workers));
     for (const Series& s : series) {
-      const double t = s.plan(r).predicted.iteration_end_s;
+      const double t = s.time(r);
       if (t > 0 && std::isfinite(t)) tmin = std::min(tmin, t), tmax = std::max(tmax, t);
     }
   }
@@ -131,17 +152,18 @@ std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& titl
   }
   o << "<text x=\"" << fmt(left + plot_w / 2) << "\" y=\"" << fmt(height - 12)
     << "\" text-anchor=\"middle\">workers P (log scale)</text>\n";
-  for (std::size_t i = 0; i < std::size(series); ++i) {
-    const Series& s = series[i];
+  int shown = 0;  // legend rows: series without a point (no bf16 model) are left out
+  for (const Series& s : series) {
     std::string points;
     for (const SweepRow& r : rows) {
-      const double t = s.plan(r).predicted.iteration_end_s;
+      const double t = s.time(r);
       if (t > 0 && std::isfinite(t)) points += fmt(X(r.workers)) + "," + fmt(Y(t)) + " ";
     }
-    const char* dash = i == 3 ? " stroke-dasharray=\"6,3\"" : "";
+    if (points.empty()) continue;
+    const char* dash = s.dash;
     o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\"" << dash
       << " points=\"" << points << "\"><title>" << s.name << "</title></polyline>\n";
-    const double ly = top + 14 + 18 * double(i);
+    const double ly = top + 14 + 18 * double(shown++);
     o << "<line x1=\"" << fmt(left + plot_w + 12) << "\" y1=\"" << fmt(ly) << "\" x2=\""
       << fmt(left + plot_w + 36) << "\" y2=\"" << fmt(ly) << "\" stroke=\"" << s.color
       << "\" stroke-width=\"2\"" << dash << "/>\n<text x=\"" << fmt(left + plot_w + 42) << "\" y=\""

@@ -15,13 +15,17 @@
 #include <omgs/plan.hpp>
 #include <omgs/sweep.hpp>
 
+#include "plan_text.hpp"
+#include "sweep_output.hpp"
+
 namespace {
 
 constexpr const char* usage_text =
     "usage: omgs-plan --model FILE.csv (--workers P | --workers-sweep LIST) --density D\n"
-    "                 [--perf reference|FILE.json] [--planner "
+    "                 [--perf reference|FILE.json] [--topk FILE.json] [--planner "
     "mgs|layerwise|single|threshold|optimal|mgs_mixed|dense|mixed|automatic|all]\n"
-    "                 [--threshold NUMEL] [--choice-margin M] [--format table|json]\n"
+    "                 [--threshold NUMEL] [--choice-margin M] [--optimal-work N]\n"
+    "                 [--format table|json]\n"
     "                 [--svg FILE.svg]\n"
     "\n"
     "Groups the gradient tensors of a model (CSV: header name,numel,backward_s; one row per\n"
@@ -29,18 +33,24 @@ constexpr const char* usage_text =
     "\n"
     "  --model FILE     model description (see examples/models/)\n"
     "  --workers P      number of ranks (>= 1)\n"
-    "  --workers-sweep LIST  e.g. 2,4,...,4096: predicted iteration time of the dense,\n"
-    "                   all-sparse MGS, optimal and mixed plans for each P (table or json;\n"
+    "  --workers-sweep LIST  e.g. 2,4,...,4096: predicted iteration time of the dense (fp32\n"
+    "                   and bf16), all-sparse MGS, optimal and mixed plans for each P (table or "
+    "json;\n"
     "                   --svg draws the crossover); needs a model with allreduce costs\n"
     "  --density D      fraction of gradient entries top-k keeps, 0 < D <= 1\n"
     "  --perf SPEC      'reference' (the OMGS-SGD paper's cluster; P in 2,4,8,16) or an\n"
     "                   alpha-beta JSON file (default: reference)\n"
+    "  --topk FILE      replace the perf model's top-k cost by FILE's \"topk\" member (a\n"
+    "                   GPU's model, examples/perf/gpu_topk_*.json, or a saved model)\n"
     "  --planner NAME   mgs (default), layerwise, single, threshold, optimal, mgs_mixed,\n"
     "                   dense, mixed (the last three need allreduce costs), or all to compare\n"
     "  --threshold N    group size of the threshold planner in elements (default 8192)\n"
     "  --choice-margin M  mixed, automatic and the sweep's mixed: plans predicted within\n"
     "                   M x the best are near-ties, which go to fewer groups (default 0.1;\n"
     "                   0: the strict minimum)\n"
+    "  --optimal-work N the optimal and dense searches' budget (model evaluations plus state\n"
+    "                   updates, default 30000000); past it the plan is approximate, with\n"
+    "                   its gap bound reported\n"
     "  --format F       table (default) or json\n"
     "  --svg FILE       also draw the predicted pipeline as an SVG Gantt chart (one block of\n"
     "                   compute / top-k / communication lanes per planner)\n";
@@ -51,9 +61,11 @@ struct Args {
   std::string sweep;
   std::string density;
   std::string perf = "reference";
+  std::string topk;
   std::string planner = "mgs";
   std::string threshold = "8192";
   std::string margin = "0.1";
+  std::string budget_work;
   std::string format = "table";
   std::string svg;
 };
@@ -108,10 +120,15 @@ Args parse_args(int argc, char** argv) {
       have_density = true;
     } else if (opt == "--perf") {
       a.perf = value();
+    } else if (opt == "--topk") {
+      a.topk = value();
+      if (a.topk.empty()) die("--topk needs a file name", 2);
     } else if (opt == "--planner") {
       a.planner = value();
     } else if (opt == "--threshold") {
       a.threshold = value();
+    } else if (opt == "--optimal-work") {
+      a.budget_work = value();
     } else if (opt == "--choice-margin") {
       a.margin = value();
     } else if (opt == "--format") {
@@ -131,47 +148,10 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// Seconds as fixed-point with 6 decimals; scientific from 1e6 s on, so that huge but
-// finite times stay short.
-std::string seconds(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e6 ? "%.6f" : "%.6e", v);
-  return buf;
-}
-
-std::string ratio(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, std::fabs(v) < 1e9 ? "%.3f" : "%.3e", v);
-  return buf;
-}
-
-using Row = std::vector<std::string>;
-
-// Prints `count` rows (row(0) is the header) with every column as wide as its widest
-// cell: numbers right-aligned, the last column (names) left-aligned and not padded. Two
-// passes over row(i), so that a plan of a million groups is not held as text.
-void print_table(std::ostream& os, std::size_t count, const std::function<Row(std::size_t)>& row) {
-  std::vector<std::size_t> width;
-  for (std::size_t i = 0; i < count; ++i) {
-    const Row r = row(i);
-    width.resize(std::max(width.size(), r.size()), 0);
-    for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
-  }
-  std::string line;
-  for (std::size_t i = 0; i < count; ++i) {
-    const Row r = row(i);
-    line = " ";
-    for (std::size_t c = 0; c < r.size(); ++c) {
-      line += ' ';
-      if (c + 1 == r.size()) {
-        line += r[c];
-      } else {
-        line += std::string(width[c] - r[c].size(), ' ') + r[c] + ' ';
-      }
-    }
-    os << line << "\n";
-  }
-}
+using omgs_plan::print_table;
+using omgs_plan::ratio;
+using omgs_plan::Row;
+using omgs_plan::seconds;
 
 std::string group_label(const std::vector<omgs::LayerSpec>& layers, const omgs::Group& g) {
   std::string s = layers[g.end - 1].name;
@@ -239,53 +219,43 @@ void write_file(const std::string& path, const std::string& text) {
   if (std::fclose(f) != 0 || !ok) die("--svg: writing '" + path + "' failed");
 }
 
-std::string collectives(const omgs::Plan& p) {
-  return std::to_string(p.dense_groups()) + "/" + std::to_string(p.groups.size());
+omgs::OptimalBudget budget_of(const Args& args) {
+  omgs::OptimalBudget budget;
+  if (!args.budget_work.empty()) {
+    const long long work = parse_int(args.budget_work, "--optimal-work");
+    if (work < 1) die("--optimal-work must be >= 1", 2);
+    budget.max_work = static_cast<std::uint64_t>(work);
+  }
+  return budget;
 }
 
 int run_sweep(const Args& args, const std::vector<omgs::LayerSpec>& layers,
               const omgs::PerfModel& model, const omgs::PlanConfig& config) {
-  const double density = config.density;
-  const std::vector<omgs::SweepRow> rows = omgs::sweep_workers(
-      layers, model, density, omgs::parse_workers_list(args.sweep), {}, config.choice_margin);
-  std::ostringstream title;
-  title << args.model << ": density " << density << ", " << model.describe();
-  if (!args.svg.empty()) write_file(args.svg, omgs::sweep_svg(rows, title.str()));
-  if (args.format == "json") {
-    std::cout << "{\"density\": " << density << ", \"sweep\": [";
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const omgs::SweepRow& r = rows[i];
-      std::cout << (i ? ",\n" : "\n") << "{\"workers\": " << r.workers
-                << ", \"dense_s\": " << seconds(r.dense.predicted.iteration_end_s)
-                << ", \"mgs_s\": " << seconds(r.mgs.predicted.iteration_end_s)
-                << ", \"optimal_s\": " << seconds(r.optimal.predicted.iteration_end_s)
-                << ", \"mixed_s\": " << seconds(r.mixed.predicted.iteration_end_s)
-                << ", \"mixed_picked\": \"" << omgs::to_string(r.mixed.picked)
-                << "\", \"mixed_dense_groups\": " << r.mixed.dense_groups()
-                << ", \"mixed_groups\": " << r.mixed.groups.size() << "}";
-    }
-    std::cout << "]}\n";
-    return 0;
+  const std::vector<omgs::SweepRow> rows =
+      omgs::sweep_workers(layers, model, config.density, omgs::parse_workers_list(args.sweep),
+                          budget_of(args), config.choice_margin);
+  const omgs_plan::SweepInputs in{args.model, args.perf, args.topk, model.describe(),
+                                  config.density};
+  if (!args.svg.empty()) {
+    std::ostringstream title;
+    title << args.model << ": density " << config.density << ", " << in.describe;
+    write_file(args.svg, omgs::sweep_svg(rows, title.str()));
   }
-  std::cout << title.str() << "\n\n";
-  print_table(std::cout, rows.size() + 1, [&](std::size_t i) -> Row {
-    if (i == 0)
-      return {"P",           "dense_s",        "mgs_s",        "optimal_s",
-              "mixed_s",     "mixed_vs_dense", "mixed_vs_mgs", "mixed_dense/groups",
-              "mixed_picked"};
-    const omgs::SweepRow& r = rows[i - 1];
-    const double mixed = r.mixed.predicted.iteration_end_s;
-    return {std::to_string(r.workers),
-            seconds(r.dense.predicted.iteration_end_s),
-            seconds(r.mgs.predicted.iteration_end_s),
-            seconds(r.optimal.predicted.iteration_end_s),
-            seconds(mixed),
-            ratio(mixed > 0 ? r.dense.predicted.iteration_end_s / mixed : 1.0),
-            ratio(mixed > 0 ? r.mgs.predicted.iteration_end_s / mixed : 1.0),
-            collectives(r.mixed),
-            std::string(omgs::to_string(r.mixed.picked))};
-  });
+  if (args.format == "json") {
+    omgs_plan::print_sweep_json(std::cout, rows, in);
+  } else {
+    omgs_plan::print_sweep_table(std::cout, rows, in);
+  }
   return 0;
+}
+
+// The --perf model, with the --topk file's top-k when one is given.
+std::unique_ptr<omgs::PerfModel> load_model(const Args& args) {
+  std::unique_ptr<omgs::PerfModel> model = omgs::make_perf_model(args.perf);
+  if (args.topk.empty()) return model;
+  const omgs::AlphaBetaModel* ab = model->as_alpha_beta();
+  if (ab == nullptr) die("--topk needs an alpha-beta --perf model (a JSON file)", 2);
+  return std::make_unique<omgs::AlphaBetaModel>(ab->with_topk(omgs::load_topk_cost(args.topk)));
 }
 
 }  // namespace
@@ -310,11 +280,11 @@ int main(int argc, char** argv) {
 
     if (!args.sweep.empty()) {
       const std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(args.model);
-      return run_sweep(args, layers, *omgs::make_perf_model(args.perf), config);
+      return run_sweep(args, layers, *load_model(args), config);
     }
     std::vector<omgs::Planner> planners;
     const std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(args.model);
-    const std::unique_ptr<omgs::PerfModel> model = omgs::make_perf_model(args.perf);
+    const std::unique_ptr<omgs::PerfModel> model = load_model(args);
     model->check_workers(config.workers);
     if (args.planner == "all") {
       planners = omgs::all_planners();
@@ -324,7 +294,8 @@ int main(int argc, char** argv) {
       planners.push_back(omgs::parse_planner(args.planner));
 
     std::vector<omgs::Plan> plans;
-    for (omgs::Planner p : planners) plans.push_back(omgs::make_plan(p, layers, *model, config));
+    for (omgs::Planner p : planners)
+      plans.push_back(omgs::make_plan(p, layers, *model, config, budget_of(args)));
 
     if (!args.svg.empty()) {
       std::vector<omgs::LabeledTimeline> rows;

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The scale study (docs/scale.md): every bundled model on every example fabric, predicted by
+# omgs-plan --workers-sweep for P = 2 ... 4096 with one GPU's top-k model, written as
+# docs/scale.md (summary at P = 64, 512, 4096), docs/scale/tables.md (every P) and one SVG
+# chart per model and fabric under docs/scale/. Prediction only: nothing is run on a GPU or
+# a network; every input is a file of examples/ (docs/scale.md names their sources).
+#
+#   ./scripts/scale-study.sh [BUILD_DIR]
+#
+# BUILD_DIR: where omgs-plan is built (default build; built there if missing).
+# Environment:
+#   GPU        make_models.py --gpu and examples/perf/gpu_topk_<GPU>*.json (default h100)
+#   DENSITY    top-k density (default 0.001)
+#   WORKERS    the P list (default 2,4,...,4096)
+#   OUT        output directory (default docs)
+#   OMGS_JOBS  sweeps run at once (default nproc)
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+build="${1:-$OMGS_ROOT/build}"
+gpu="${GPU:-h100}"
+density="${DENSITY:-0.001}"
+workers="${WORKERS:-2,4,...,4096}"
+out="${OUT:-$OMGS_ROOT/docs}"
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+jobs="$(omgs_jobs)"
+fabrics=(ethernet_10g ethernet_25g infiniband_hdr200 slingshot11 infiniband_ndr400)
+models=(gpt2_xl llama_7b vit_l16 resnet50 bert_base gpt2_small vgg16)
+
+plan="$build/src/tools/omgs-plan"
+if [ ! -x "$plan" ]; then
+  omgs_log "building omgs-plan in $build"
+  cmake --build "$build" --target omgs-plan -j "$jobs" >&2
+fi
+topk="$(ls "$OMGS_ROOT"/examples/perf/gpu_topk_"$gpu"*.json 2>/dev/null | head -n 1)"
+[ -n "$topk" ] || { omgs_log "no examples/perf/gpu_topk_$gpu*.json"; exit 2; }
+
+SECONDS=0
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# Relative paths inside the work directory, so that the charts' titles do not name it.
+mkdir -p "$work/json" "$out/scale"
+python3 "$OMGS_ROOT/examples/models/make_models.py" --gpu "$gpu" --out-dir "$work/models" >&2
+ln -s "$OMGS_ROOT/examples/perf" "$work/perf"
+cp "$topk" "$work/topk.json"
+
+# One sweep per model and fabric, $jobs at a time. 3e6: the optimal and dense searches'
+# budget; on GPT-2 XL it gives the default budget's (3e7) times within 0.3% at a quarter of
+# the time (docs/scale.md, "Reproducing").
+export PLAN="$plan" DENSITY_="$density" WORKERS_="$workers" OUT_="$out"
+for m in "${models[@]}"; do
+  for f in "${fabrics[@]}"; do
+    echo "$m $f"
+  done
+done | (cd "$work" && xargs -P "$jobs" -n 2 bash -c '
+  "$PLAN" --model "models/$0.csv" --perf "perf/$1.json" --topk topk.json --density "$DENSITY_" \
+    --workers-sweep "$WORKERS_" --optimal-work 3000000 --choice-margin 0 --format json \
+    --svg "$OUT_/scale/$0__$1.svg" > "json/$0__$1.json"')
+seconds="$SECONDS"
+omgs_log "${#models[@]} models x ${#fabrics[@]} fabrics swept in $seconds s ($jobs at a time; load $(cut -d ' ' -f 1 /proc/loadavg))"
+python3 "$OMGS_ROOT/scripts/scale_report.py" "$work/json" "$OMGS_ROOT/scripts/scale-study.md" \
+  "$out/scale.md" "$out/scale/tables.md" scale "$seconds s on $(nproc) cores (load $(cut -d ' ' -f 1 /proc/loadavg))"
+omgs_log "wrote $out/scale.md, $out/scale/tables.md and $out/scale/*.svg"

@@ -1,0 +1,25 @@
+// omgs-plan's text helpers, shared by its plan and sweep outputs.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace omgs_plan {
+
+/// Seconds as fixed-point with 6 decimals; scientific from 1e6 s on, so that huge but
+/// finite times stay short.
+std::string seconds(double v);
+/// A ratio with 3 decimals (scientific from 1e9 on).
+std::string ratio(double v);
+
+using Row = std::vector<std::string>;
+
+/// Prints `count` rows (row(0) is the header) with every column as wide as its widest
+/// cell: numbers right-aligned, the last column (names) left-aligned and not padded. Two
+/// passes over row(i), so that a plan of a million groups is not held as text.
+void print_table(std::ostream& os, std::size_t count, const std::function<Row(std::size_t)>& row);
+
+}  // namespace omgs_plan
