@@ -2,9 +2,8 @@
 // error-feedback form the runtime uses (acc = residual + grad, select from acc, the new
 // residual is acc with the selected entries zeroed).
 //
-// Three paths (docs/select.md has the full story, with passes, launches and round trips),
-// all on the 31-bit magnitude key (float bits & 0x7fffffff orders finite magnitudes as
-// unsigned integers), all exact and identical on every backend:
+// Three paths (docs/select.md: passes, launches, round trips), all exact and identical on
+// every backend, on the 31-bit magnitude key (float bits & 0x7fffffff, ordered as |x|):
 //   small (n <= 8192): one team does a radix select (11 + 11 + 9 bit digits) and writes the
 //          output (and residual) in index order: one launch, one read-back.
 //   sampled (the common case): a parallel kernel gathers a jittered strided sample of the
@@ -383,15 +382,13 @@ TopkResult select_topk(
     std::size_t k, const Kokkos::View<std::uint32_t*, typename ExecSpace::memory_space>& out_index,
     const Kokkos::View<float*, typename ExecSpace::memory_space>& out_value) {
   const std::size_t n = x.extent(0);
-  if (k > n) {
+  if (k > n)
     throw Error("omgs::select_topk: k = " + std::to_string(k) +
                 " exceeds n = " + std::to_string(n));
-  }
-  if (out_index.extent(0) < k || out_value.extent(0) < k) {
+  if (out_index.extent(0) < k || out_value.extent(0) < k)
     throw Error("omgs::select_topk: outputs hold " + std::to_string(out_index.extent(0)) + " / " +
                 std::to_string(out_value.extent(0)) +
                 " entries, fewer than k = " + std::to_string(k));
-  }
   TopkSelector<ExecSpace> selector(n, k, 0, exec);
   const TopkResult r = selector.select(x, k, out_index, out_value);
   exec.fence();

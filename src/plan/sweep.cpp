@@ -98,8 +98,7 @@ std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& titl
     const char* name;
     const char* color;
     const char* dash;
-    // A function, not a pointer to member: nvcc's front end rewrites `const Plan SweepRow::*`
-    // with parentheses that g++ then warns about (-Wparentheses). NaN: no point.
+    // A function, not a pointer to member (nvcc's rewrite of it makes g++ warn). NaN: no point.
     double (*time)(const SweepRow&);
   };
   const Series series[] = {
@@ -160,14 +159,13 @@ std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& titl
       if (t > 0 && std::isfinite(t)) points += fmt(X(r.workers)) + "," + fmt(Y(t)) + " ";
     }
     if (points.empty()) continue;
-    const char* dash = s.dash;
-    o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\"" << dash
+    o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\"" << s.dash
       << " points=\"" << points << "\"><title>" << s.name << "</title></polyline>\n";
     const double ly = top + 14 + 18 * double(shown++);
     o << "<line x1=\"" << fmt(left + plot_w + 12) << "\" y1=\"" << fmt(ly) << "\" x2=\""
       << fmt(left + plot_w + 36) << "\" y2=\"" << fmt(ly) << "\" stroke=\"" << s.color
-      << "\" stroke-width=\"2\"" << dash << "/>\n<text x=\"" << fmt(left + plot_w + 42) << "\" y=\""
-      << fmt(ly + 4) << "\">" << s.name << "</text>\n";
+      << "\" stroke-width=\"2\"" << s.dash << "/>\n<text x=\"" << fmt(left + plot_w + 42)
+      << "\" y=\"" << fmt(ly + 4) << "\">" << s.name << "</text>\n";
   }
   o << "</svg>\n";
   return o.str();

@@ -277,7 +277,6 @@ int main(int argc, char** argv) {
       die("--choice-margin " + args.margin + " is outside [0, 1]", 2);
     if (args.format != "table" && args.format != "json")
       die("--format '" + args.format + "' is not table or json", 2);
-
     if (!args.sweep.empty()) {
       const std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(args.model);
       return run_sweep(args, layers, *load_model(args), config);
@@ -296,7 +295,6 @@ int main(int argc, char** argv) {
     std::vector<omgs::Plan> plans;
     for (omgs::Planner p : planners)
       plans.push_back(omgs::make_plan(p, layers, *model, config, budget_of(args)));
-
     if (!args.svg.empty()) {
       std::vector<omgs::LabeledTimeline> rows;
       for (const omgs::Plan& p : plans)
