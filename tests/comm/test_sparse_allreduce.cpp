@@ -17,6 +17,7 @@
 
 #include <omgs/error.hpp>
 
+#include "mpi_world.hpp"
 #include "omgs_catch.hpp"
 
 namespace sa = omgs::detail::sparse_allreduce;
@@ -25,16 +26,8 @@ using omgs::detail::SparseAllreduce;
 
 namespace {
 
-int rank_of() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int size_of() {
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
+using omgs_test::world_rank;
+using omgs_test::world_size;
 
 /// `count` distinct indices in [lo, hi) with normal values, from a seed of its own.
 std::vector<SparsePair> random_pairs(std::size_t count, std::uint32_t lo, std::uint32_t hi,
@@ -52,7 +45,7 @@ std::vector<SparsePair> random_pairs(std::size_t count, std::uint32_t lo, std::u
 
 /// Every rank's pairs, in rank order, on every rank.
 std::vector<SparsePair> all_pairs(const std::vector<SparsePair>& mine) {
-  const int p = size_of();
+  const int p = world_size();
   int n = static_cast<int>(mine.size() * sizeof(SparsePair));
   std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p), 0);
   MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
@@ -125,7 +118,7 @@ void run(SparseAllreduce& ex, const std::vector<SparsePair>& mine) {
 }  // namespace
 
 TEST_CASE("sparse allreduce equals the reference: random pairs, several k") {
-  const int r = rank_of(), p = size_of();
+  const int r = world_rank(), p = world_size();
   const std::uint32_t n = 100000;
   for (std::uint64_t k : {0ull, 1ull, 50ull, 500ull, 5000ull}) {
     INFO("k " << k << ", ranks " << p);
@@ -142,7 +135,7 @@ TEST_CASE("sparse allreduce equals the reference: random pairs, several k") {
 }
 
 TEST_CASE("sparse allreduce: all pairs in one region, empty regions, ranks without pairs") {
-  const int r = rank_of(), p = size_of();
+  const int r = world_rank(), p = world_size();
   const std::uint32_t n = 1000000;
   SparseAllreduce ex(MPI_COMM_WORLD, n, 64);
   // Every index in [0, 300): the first region holds them all, the others are empty.
@@ -162,7 +155,7 @@ TEST_CASE("sparse allreduce: all pairs in one region, empty regions, ranks witho
 }
 
 TEST_CASE("sparse allreduce conserves mass over iterations of error feedback") {
-  const int r = rank_of(), p = size_of();
+  const int r = world_rank(), p = world_size();
   const std::size_t n = 20000, k_local = 100;
   SparseAllreduce ex(MPI_COMM_WORLD, n, k_local);
   std::vector<double> resid(n, 0.0), grad_sum(n, 0.0), applied(n, 0.0);
@@ -203,7 +196,7 @@ TEST_CASE("sparse allreduce conserves mass over iterations of error feedback") {
 }
 
 TEST_CASE("sparse allreduce: disagreement and bad input fail on every rank") {
-  const int r = rank_of(), p = size_of();
+  const int r = world_rank(), p = world_size();
   if (p > 1)
     CHECK_THROWS_WITH(SparseAllreduce(MPI_COMM_WORLD, r == 0 ? 100 : 101, 5),
                       Catch::Contains("the ranks disagree on the group (elements 100..101"));
@@ -225,7 +218,7 @@ TEST_CASE("sparse allreduce: disagreement and bad input fail on every rank") {
 }
 
 TEST_CASE("sparse allreduce: a rank that has not started bounds the others' wait") {
-  const int r = rank_of(), p = size_of();
+  const int r = world_rank(), p = world_size();
   if (p < 2) return;
   SparseAllreduce ex(MPI_COMM_WORLD, 1000, 10);
   const std::vector<SparsePair> mine = {{static_cast<std::uint32_t>(r), 1.0f}};
