@@ -55,6 +55,9 @@ OMGS_EXPORT void validate_density(double density);
 enum class Collective : std::uint8_t {
   sparse,  ///< error-feedback top-k, then one MPI_Iallgatherv of the (index, value) pairs
   dense,   ///< one MPI_Iallreduce of the whole gradient, averaged; no top-k, residual untouched
+  /// error-feedback top-k, then the sparse allreduce (detail::SparseAllreduce, docs/comm.md):
+  /// regions reduced point to point, a global top-k of the sums, survivors allgathered
+  sparse_allreduce,
 };
 OMGS_EXPORT std::string_view to_string(Collective collective);
 

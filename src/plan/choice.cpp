@@ -10,7 +10,15 @@
 namespace omgs {
 
 std::string_view to_string(Collective collective) {
-  return collective == Collective::dense ? "dense" : "sparse";
+  switch (collective) {
+    case Collective::sparse:
+      return "sparse";
+    case Collective::dense:
+      return "dense";
+    case Collective::sparse_allreduce:
+      return "sparse_allreduce";
+  }
+  return "unknown";
 }
 
 std::size_t Plan::dense_groups() const {

@@ -134,6 +134,7 @@ TEST_CASE("timeline: a dense group has no top-k and one allreduce", "[plan][time
   CHECK_THROWS_WITH(omgs::predict(layers, groups, omgs::ReferenceModel(), {2, 0.5, 8192}),
                     Catch::Contains("no dense allreduce cost"));
   CHECK(omgs::to_string(Collective::sparse) == "sparse");
+  CHECK(omgs::to_string(Collective::sparse_allreduce) == "sparse_allreduce");
 }
 
 TEST_CASE("optimal: boundaries and collectives equal exhaustive search", "[plan][optimal][dense]") {
