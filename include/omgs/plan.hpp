@@ -124,11 +124,22 @@ OMGS_EXPORT const std::vector<Planner>& choice_planners();
 /// plans"): differences below it are calibration noise, not a property of the plans.
 inline constexpr double default_choice_margin = 0.10;
 
+/// Which exchange the sparse groups of a plan use (docs/planner.md).
+enum class SparseExchange : std::uint8_t {
+  allgather,  ///< every sparse group is Collective::sparse (the pairs' allgather)
+  allreduce,  ///< every sparse group is Collective::sparse_allreduce
+  automatic,  ///< per group, whichever the model predicts faster
+};
+OMGS_EXPORT std::string_view to_string(SparseExchange exchange);
+/// "allgather" | "allreduce" | "automatic"; throws omgs::Error naming the value otherwise.
+OMGS_EXPORT SparseExchange parse_sparse_exchange(std::string_view name);
+
 struct PlanConfig {
   int workers = 1;                               ///< P, number of ranks
   double density = 0.001;                        ///< fraction of entries top-k keeps
   std::uint64_t threshold_numel = 8192;          ///< the threshold planner's group size
   double choice_margin = default_choice_margin;  ///< choose_plan's margin, in [0, 1]
+  SparseExchange sparse_exchange = SparseExchange::allgather;
 };
 
 /// How a plan relates to what its planner promises. Only the optimal planner, which is

@@ -2,7 +2,9 @@
 // grouping (MGS's extension, Planner::mgs_mixed; docs/planner.md).
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
+#include <omgs/error.hpp>
 #include <omgs/plan.hpp>
 
 #include "plan/pipeline.hpp"
@@ -19,6 +21,26 @@ std::string_view to_string(Collective collective) {
       return "sparse_allreduce";
   }
   return "unknown";
+}
+
+std::string_view to_string(SparseExchange exchange) {
+  switch (exchange) {
+    case SparseExchange::allgather:
+      return "allgather";
+    case SparseExchange::allreduce:
+      return "allreduce";
+    case SparseExchange::automatic:
+      return "automatic";
+  }
+  return "unknown";
+}
+
+SparseExchange parse_sparse_exchange(std::string_view name) {
+  for (SparseExchange e :
+       {SparseExchange::allgather, SparseExchange::allreduce, SparseExchange::automatic})
+    if (name == to_string(e)) return e;
+  throw Error("omgs: unknown sparse exchange '" + std::string(name) +
+              "' (expected allgather, allreduce or automatic)");
 }
 
 std::size_t Plan::dense_groups() const {

@@ -137,6 +137,15 @@ TEST_CASE("timeline: a dense group has no top-k and one allreduce", "[plan][time
   CHECK(omgs::to_string(Collective::sparse_allreduce) == "sparse_allreduce");
 }
 
+TEST_CASE("sparse exchange: names round-trip, unknown names are refused", "[plan]") {
+  using omgs::SparseExchange;
+  for (SparseExchange e :
+       {SparseExchange::allgather, SparseExchange::allreduce, SparseExchange::automatic})
+    CHECK(omgs::parse_sparse_exchange(omgs::to_string(e)) == e);
+  CHECK_THROWS_WITH(omgs::parse_sparse_exchange("alltoall"),
+                    Catch::Contains("unknown sparse exchange 'alltoall'"));
+}
+
 TEST_CASE("optimal: boundaries and collectives equal exhaustive search", "[plan][optimal][dense]") {
   std::mt19937_64 rng(19);
   std::uniform_int_distribution<std::size_t> len(1, 9);
