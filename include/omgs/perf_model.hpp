@@ -34,6 +34,13 @@ class OMGS_EXPORT PerfModel {
   /// Seconds to allreduce (sum) the numel floats of a dense group among `workers` ranks.
   /// The default throws omgs::Error: the model does not know this cost.
   virtual double allreduce_s(std::uint64_t numel, int workers) const;
+  /// Whether the model predicts the sparse allreduce (Collective::sparse_allreduce) among
+  /// `workers` ranks. Models that do not (the default) never get such groups, whatever
+  /// PlanConfig::sparse_exchange asks, except `allreduce`, which is then an error.
+  virtual bool knows_sparse_allreduce(int /*workers*/) const { return false; }
+  /// Seconds of the sparse allreduce of a group of numel elements, k = density * numel
+  /// selected per rank, among `workers` ranks. The default throws omgs::Error.
+  virtual double sparse_allreduce_s(std::uint64_t numel, int workers, double density) const;
   /// This model as an AlphaBetaModel (its coefficients; it can be saved as JSON), or
   /// nullptr (the default) for a model of another family.
   virtual const AlphaBetaModel* as_alpha_beta() const noexcept { return nullptr; }
@@ -86,7 +93,8 @@ struct AlphaBeta {
 ///             + beta_s_per_byte * wire_bytes(P, n),
 /// where wire_bytes is what each rank moves in the textbook algorithms: for the allgather
 /// (ring / Bruck) the (P - 1) * k * 8 bytes received from the other ranks, for the allreduce
-/// (ring / Rabenseifner: reduce-scatter then allgather) 2 * (P - 1) / P * 4 * n bytes.
+/// (ring / Rabenseifner: reduce-scatter then allgather) 2 * (P - 1) / P * 4 * n bytes, for
+/// the sparse allreduce AlphaBetaModel::sparse_allreduce_bytes.
 struct CollectiveFormula {
   double alpha_s = 0.0;
   double alpha_log2p_s = 0.0;
@@ -96,7 +104,7 @@ struct CollectiveFormula {
 
 /// One collective's costs: a per-P alpha-beta table (exact P only) and an optional formula
 /// for every other P. Table bytes: the allgather's P * k * 8 received bytes, the allreduce's
-/// 4 * n gradient bytes.
+/// 4 * n gradient bytes, the sparse allreduce's wire bytes (sparse_allreduce_bytes).
 struct CollectiveCosts {
   std::map<int, AlphaBeta> table;
   bool has_formula = false;
@@ -105,6 +113,7 @@ struct CollectiveCosts {
 };
 
 /// A calibratable model: top-k time c0 + c1 * f(n) and allgather time alpha + beta * bytes,
+/// optionally the dense allreduce and the sparse allreduce (tables and formulas of P),
 /// where bytes = P * k * 8 is what each rank really receives (k (uint32 index, float value)
 /// pairs from each of P ranks). Saved and loaded as a small JSON document:
 ///   {"type": "alpha_beta",
@@ -127,6 +136,12 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
 
   /// Bytes each rank receives in the allgather of a group of numel elements.
   static double bytes_received(std::uint64_t numel, int workers, double density);
+  /// Bytes each rank moves in the sparse allreduce (detail::SparseAllreduce) of a group:
+  ///   (P - 1) / P * (16 k + 32768) + 16 (P - 1),
+  /// its k pairs of 8 bytes sent to their regions' owners and about k reduced survivors
+  /// gathered back (16 k), two 8 KiB histogram allreduces (ring: 2 * 2 * 8192), and the
+  /// per-peer counts (alltoall and allgather, 8 bytes each way).
+  static double sparse_allreduce_bytes(std::uint64_t numel, int workers, double density);
 
   double topk_s(std::uint64_t numel) const override;
   double allgather_s(std::uint64_t numel, int workers, double density) const override;
@@ -135,6 +150,10 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   bool knows_allreduce(int workers) const override { return allreduce_.knows(workers); }
   double allreduce_s(std::uint64_t numel, int workers) const override;
   const AlphaBetaModel* as_alpha_beta() const noexcept override { return this; }
+  /// Known where the given costs ("sparse_allreduce" table or "sparse_allreduce_formula")
+  /// know P, else where the derived formula exists (sparse_allreduce_effective_costs).
+  bool knows_sparse_allreduce(int workers) const override;
+  double sparse_allreduce_s(std::uint64_t numel, int workers, double density) const override;
 
   /// This model with another top-k cost (same collectives).
   AlphaBetaModel with_topk(const TopkCost& topk) const;
@@ -144,8 +163,25 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   AlphaBetaModel with_allreduce_element_bytes(double bytes) const;
   double allreduce_element_bytes() const { return allreduce_element_bytes_; }
 
+  /// This model with the sparse allreduce's costs given (a calibrated table entry, a
+  /// formula), as the JSON members "sparse_allreduce" and "sparse_allreduce_formula" give
+  /// them. Throws omgs::Error on a negative or non-finite coefficient.
+  AlphaBetaModel with_sparse_allreduce(CollectiveCosts costs) const;
+
   const CollectiveCosts& allgather_costs() const { return allgather_costs_; }
   const CollectiveCosts& allreduce_costs() const { return allreduce_; }
+  /// The sparse allreduce's costs as given (empty unless given: JSON or with_sparse_allreduce).
+  const CollectiveCosts& sparse_allreduce_costs() const { return sparse_allreduce_; }
+  /// The costs it is predicted with: the given ones, completed (when they have no formula)
+  /// by the formula derived from the allgather and allreduce formulas when both exist
+  /// (docs/planner.md, "The third exchange"):
+  ///   alpha_s       = 2 allreduce.alpha_s + 2 allgather.alpha_s
+  ///   alpha_log2p_s = 2 allreduce.alpha_log2p_s + 2 allgather.alpha_log2p_s
+  ///   alpha_p_s     = 2 allgather.alpha_p_s + allgather.alpha_log2p_s
+  ///   beta          = max(allgather.beta, allreduce.beta)
+  /// (two histogram allreduces, the counts' and the survivors' allgathers; the counts'
+  /// alltoall and the pairs' exchange with each of the P - 1 peers, one step latency each).
+  const CollectiveCosts& sparse_allreduce_effective_costs() const { return sparse_effective_; }
 
   TopkForm topk_form() const { return form_; }
   double topk_c0_s() const { return c0_s_; }
@@ -159,7 +195,10 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   std::map<int, AlphaBeta> allgather_;  // = allgather_costs_.table
   CollectiveCosts allgather_costs_;
   CollectiveCosts allreduce_;
+  CollectiveCosts sparse_allreduce_;
+  CollectiveCosts sparse_effective_;  // sparse_allreduce_ completed by the derived formula
   double allreduce_element_bytes_ = 4.0;
+  void derive_sparse_allreduce();
 };
 
 /// "reference" gives a ReferenceModel; anything else is read as an AlphaBetaModel JSON file.

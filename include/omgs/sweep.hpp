@@ -14,9 +14,16 @@ namespace omgs {
 struct SweepRow {
   int workers = 0;
   Plan dense;    ///< Planner::dense: the best all-dense grouping (the model's allreduce: fp32)
-  Plan mgs;      ///< all-sparse MGS (the published algorithm)
+  Plan mgs;      ///< all-sparse MGS, every group allgathered (the published algorithm)
   Plan optimal;  ///< boundaries and collectives searched together
-  Plan mixed;    ///< best_of(mgs, mgs_mixed, optimal, dense) under the sweep's margin
+  /// best_of(mgs, mgs_mixed, optimal, dense) planned with the sweep's SparseExchange, plus
+  /// the all-allgather `mgs` and the all-sparse-allreduce `sparse_allreduce` when that
+  /// exchange is not allgather, under the sweep's margin
+  Plan mixed;
+  /// MGS with every group exchanged by the sparse allreduce (SparseExchange::allreduce),
+  /// when the model knows it for P (has_sparse_allreduce): the Ok-Topk-style baseline.
+  Plan sparse_allreduce;
+  bool has_sparse_allreduce = false;
   /// Planner::dense with a bf16 allreduce (2 bytes per element; what a bf16 training code
   /// sends), when the model is an AlphaBetaModel (has_bf16); a baseline beside `dense`, not
   /// a candidate of `mixed` (omgs' dense groups send fp32).
@@ -27,18 +34,20 @@ struct SweepRow {
 /// One row per P (in the given order). The model must know both collectives for every P
 /// (else omgs::Error naming P). Each P costs a few optimal searches (about a second each
 /// for hundreds of layers, bounded by `budget`). `mixed` is chosen by choose_plan with
-/// `margin` (0: the strict minimum, never slower than dense, mgs or optimal).
-OMGS_EXPORT std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers,
-                                                const PerfModel& model, double density,
-                                                const std::vector<int>& workers,
-                                                const OptimalBudget& budget = {},
-                                                double margin = default_choice_margin);
+/// `margin` (0: the strict minimum, never slower than dense, mgs, sparse_allreduce or
+/// optimal; any margin: never slower than dense or sparse_allreduce). `exchange` is the
+/// PlanConfig::sparse_exchange of mixed's candidates (allreduce needs a model that knows
+/// the sparse allreduce for every P).
+OMGS_EXPORT std::vector<SweepRow> sweep_workers(
+    const std::vector<LayerSpec>& layers, const PerfModel& model, double density,
+    const std::vector<int>& workers, const OptimalBudget& budget = {},
+    double margin = default_choice_margin, SparseExchange exchange = SparseExchange::allgather);
 /// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of
 /// the two numbers before it up to the one after it). Throws omgs::Error on a bad list.
 OMGS_EXPORT std::vector<int> parse_workers_list(std::string_view text);
 /// A log-log SVG chart of predicted iteration time against P, one line per series (dense
-/// fp32 and bf16, mgs, optimal, mixed) and the backward pass (what communication hides
-/// behind): where the lines cross is where the collective should change.
+/// fp32 and bf16, mgs, the sparse allreduce, optimal, mixed) and the backward pass (what
+/// communication hides behind): where the lines cross is where the collective should change.
 OMGS_EXPORT std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title);
 
 }  // namespace omgs

@@ -1,4 +1,5 @@
-// The collective of each group (sparse or dense): names, and the choice for a fixed
+// The collective of each group (sparse, sparse allreduce or dense): names, and the choice
+// for a fixed
 // grouping (MGS's extension, Planner::mgs_mixed; docs/planner.md).
 #include <algorithm>
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <omgs/plan.hpp>
 
 #include "plan/pipeline.hpp"
+#include "plan/sparse_exchange.hpp"
 
 namespace omgs {
 
@@ -86,7 +88,8 @@ std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
                                       std::vector<Group> groups, const PerfModel& model,
                                       const PlanConfig& config) {
   for (Group& g : groups) g.collective = Collective::sparse;
-  if (!model.knows_allreduce(config.workers) || groups.empty()) return groups;
+  if (!model.knows_allreduce(config.workers) || groups.empty())
+    return detail::with_sparse_exchange(layers, std::move(groups), model, config);
   predict(layers, groups, model, config);  // checks the partition and the sparse costs
   // back[g][s]: state s after group g came from state back[g][s] >> 1 of group g - 1, and
   // group g is dense if its low bit is set (4 bytes per state are kept, not 24).
@@ -98,7 +101,8 @@ std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
     // Summed as predict() does, so the result is bit-identical to it.
     const detail::GroupSums sums = detail::group_sums(layers, groups[g]);
     const double ts = model.topk_s(sums.numel);
-    const double tc = model.allgather_s(sums.numel, config.workers, config.density);
+    // The sparse choice is the exchange config.sparse_exchange gives (detail::sparse_cost).
+    const double tc = detail::sparse_cost(model, sums.numel, config).comm_s;
     const double tr = model.allreduce_s(sums.numel, config.workers);
     next.clear();
     for (bool dense : {false, true}) {
@@ -118,7 +122,7 @@ std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
     groups[g].collective = (back[g][s] & 1u) != 0 ? Collective::dense : Collective::sparse;
     s = back[g][s] >> 1;
   }
-  return groups;
+  return detail::with_sparse_exchange(layers, std::move(groups), model, config);
 }
 
 }  // namespace omgs

@@ -50,13 +50,23 @@ CollectiveFormula read_formula(const JsonValue& f, const std::string& where) {
 }  // namespace
 
 const char* collective_name(CollectiveKind kind) {
-  return kind == CollectiveKind::allgather ? "allgather" : "allreduce";
+  switch (kind) {
+    case CollectiveKind::allgather:
+      return "allgather";
+    case CollectiveKind::allreduce:
+      return "allreduce";
+    case CollectiveKind::sparse_allreduce:
+      return "sparse_allreduce";
+  }
+  return "?";
 }
 
 double table_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
                    double element_bytes) {
   if (kind == CollectiveKind::allgather)
     return AlphaBetaModel::bytes_received(numel, workers, density);
+  if (kind == CollectiveKind::sparse_allreduce)
+    return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density);
   return element_bytes * static_cast<double>(numel);
 }
 
@@ -65,6 +75,8 @@ double wire_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double 
   const double others = static_cast<double>(workers) - 1.0;
   if (kind == CollectiveKind::allgather)
     return others * static_cast<double>(selected_count(numel, density)) * 8.0;
+  if (kind == CollectiveKind::sparse_allreduce)
+    return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density);
   return 2.0 * others / static_cast<double>(workers) * element_bytes * static_cast<double>(numel);
 }
 
@@ -112,13 +124,13 @@ void read_costs(const JsonValue& doc, CollectiveKind kind, const std::string& so
     costs.formula = read_formula(*f, source + ": " + name + "_formula");
     costs.has_formula = true;
   }
-  if (kind != CollectiveKind::allreduce) return;
-  const JsonValue* t = doc.find("allreduce");
+  if (kind == CollectiveKind::allgather) return;  // its table is read by perf_model.cpp
+  const JsonValue* t = doc.find(name);
   if (t == nullptr) return;
   if (!t->is(JsonValue::Kind::array))
-    throw Error(source + ": member \"allreduce\" must be an array");
+    throw Error(source + ": member \"" + name + "\" must be an array");
   for (std::size_t i = 0; i < t->array().size(); ++i) {
-    const std::string where = source + ": allreduce[" + std::to_string(i) + "]";
+    const std::string where = source + ": " + name + "[" + std::to_string(i) + "]";
     const JsonValue& e = t->array()[i];
     if (!e.is(JsonValue::Kind::object)) throw Error(where + " must be an object");
     const double p = number_member(e, "workers", where).number();
@@ -134,8 +146,8 @@ void read_costs(const JsonValue& doc, CollectiveKind kind, const std::string& so
 std::string costs_json(const CollectiveCosts& costs, CollectiveKind kind) {
   const std::string name = collective_name(kind);
   std::string s;
-  if (kind == CollectiveKind::allreduce && !costs.table.empty()) {
-    s += ",\n  \"allreduce\": [";
+  if (kind != CollectiveKind::allgather && !costs.table.empty()) {
+    s += ",\n  \"" + name + "\": [";
     bool first = true;
     for (const auto& [p, ab] : costs.table) {
       s += first ? "\n" : ",\n";
@@ -158,13 +170,13 @@ std::string costs_json(const CollectiveCosts& costs, CollectiveKind kind) {
 std::string describe_costs(const CollectiveCosts& costs, CollectiveKind kind) {
   std::ostringstream os;
   const char* name = collective_name(kind);
-  if (kind == CollectiveKind::allreduce)
+  if (kind != CollectiveKind::allgather)
     for (const auto& [p, ab] : costs.table)
       os << " " << name << " P=" << p << ": " << ab.alpha_s << " + " << ab.beta_s_per_byte
          << "*bytes s;";
   if (costs.has_formula) {
     const CollectiveFormula& f = costs.formula;
-    if (kind == CollectiveKind::allreduce) os << " " << name;
+    if (kind != CollectiveKind::allgather) os << " " << name;
     os << " any P: " << f.alpha_s << " + " << f.alpha_log2p_s << "*log2(P) + " << f.alpha_p_s
        << "*(P-1) + " << f.beta_s_per_byte << "*wire_bytes s;";
   }

@@ -1,5 +1,6 @@
 // Internal: per-P tables and formulas of P for the collectives of an AlphaBetaModel
-// (allgather and allreduce), their checks and their JSON form (docs/planner.md).
+// (allgather, allreduce and sparse allreduce), their checks and their JSON form
+// (docs/planner.md).
 #pragma once
 
 #include <optional>
@@ -11,13 +12,14 @@
 
 namespace omgs::detail {
 
-enum class CollectiveKind { allgather, allreduce };
+enum class CollectiveKind { allgather, allreduce, sparse_allreduce };
 
-/// "allgather" or "allreduce": the JSON member and the word in messages.
+/// "allgather", "allreduce" or "sparse_allreduce": the JSON member and the word in messages.
 const char* collective_name(CollectiveKind kind);
 
 /// Bytes the table's beta multiplies: the allgather's P * k * 8 received bytes, the
-/// allreduce's element_bytes * n gradient bytes (4: fp32; 2: a bf16 allreduce).
+/// allreduce's element_bytes * n gradient bytes (4: fp32; 2: a bf16 allreduce), the sparse
+/// allreduce's wire bytes (its table and formula share one measure).
 double table_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
                    double element_bytes = 4.0);
 /// Bytes the formula's beta multiplies (CollectiveFormula).
@@ -38,8 +40,9 @@ struct CostIssue {
 };
 std::optional<CostIssue> check_costs(const CollectiveCosts& costs, CollectiveKind kind);
 
-/// Reads the optional "<name>_formula" object (and for the allreduce the optional
-/// "allreduce" table) of an alpha-beta document into costs. Errors name source and line.
+/// Reads the optional "<name>_formula" object (and for the allreduce and the sparse
+/// allreduce the optional "<name>" table) of an alpha-beta document into costs. Errors name
+/// source and line.
 void read_costs(const JsonValue& doc, CollectiveKind kind, const std::string& source,
                 CollectiveCosts& costs);
 

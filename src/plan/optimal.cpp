@@ -9,6 +9,7 @@
 #include <omgs/plan.hpp>
 
 #include "plan/pipeline.hpp"
+#include "plan/sparse_exchange.hpp"
 
 namespace omgs {
 
@@ -153,7 +154,7 @@ void FrontSearch::expand(std::size_t i) {
     tb = tb + layers_[j].backward_s;
     numel += layers_[j].numel;
     const double ts = sparse ? model_.topk_s(numel) : 0.0;
-    const double tc = sparse ? model_.allgather_s(numel, config_.workers, config_.density) : 0.0;
+    const double tc = sparse ? detail::sparse_cost(model_, numel, config_).comm_s : 0.0;
     const double tr = dense ? model_.allreduce_s(numel, config_.workers) : 0.0;
     // Whatever follows still needs the backward time of layers [0, j); a margin of 1e-9
     // keeps the differently ordered sum from pruning a state that ties with MGS.
@@ -247,7 +248,8 @@ OptimalResult search(const std::vector<LayerSpec>& layers, const PerfModel& mode
   FrontSearch search(layers, model, config, front_cap, start_end, choices);
   search.run();
   std::vector<Group> best = search.best();
-  if (!best.empty()) r.groups = std::move(best);  // else no state beat the start
+  if (!best.empty())  // else no state beat the start
+    r.groups = detail::with_sparse_exchange(layers, std::move(best), model, config);
   if (search.thinned()) {
     r.status = PlanStatus::approximate;
     r.gap_bound_s = search.max_err();
@@ -267,15 +269,22 @@ std::vector<Group> with_collective(std::vector<Group> groups, Collective c) {
 
 OptimalResult search_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
                              const PlanConfig& config, const OptimalBudget& budget) {
-  std::vector<Group> mgs = groups_mgs(layers, model, config);
-  if (!model.knows_allreduce(config.workers))
-    return search(layers, model, config, budget, Choices::sparse, std::move(mgs), "MGS");
-  // Start from the better of MGS and MGS with its collectives chosen (never worse).
-  std::vector<Group> mixed = choose_collectives(layers, mgs, model, config);
-  const bool better = predict(layers, mixed, model, config).iteration_end_s <
-                      predict(layers, mgs, model, config).iteration_end_s;
-  return search(layers, model, config, budget, Choices::both,
-                better ? std::move(mixed) : std::move(mgs), better ? "mgs_mixed" : "MGS");
+  // Sparse groups carry the exchange config.sparse_exchange gives (detail::sparse_cost).
+  std::vector<Group> mgs =
+      detail::with_sparse_exchange(layers, groups_mgs(layers, model, config), model, config);
+  OptimalResult r;
+  if (!model.knows_allreduce(config.workers)) {
+    r = search(layers, model, config, budget, Choices::sparse, std::move(mgs), "MGS");
+  } else {
+    // Start from the better of MGS and MGS with its collectives chosen (never worse).
+    std::vector<Group> mixed = choose_collectives(layers, mgs, model, config);
+    const bool better = predict(layers, mixed, model, config).iteration_end_s <
+                        predict(layers, mgs, model, config).iteration_end_s;
+    r = search(layers, model, config, budget, Choices::both,
+               better ? std::move(mixed) : std::move(mgs), better ? "mgs_mixed" : "MGS");
+  }
+  r.groups = detail::with_sparse_exchange(layers, std::move(r.groups), model, config);
+  return r;
 }
 
 std::vector<Group> groups_dense(const std::vector<LayerSpec>& layers, const PerfModel& model,

@@ -140,6 +140,7 @@ AlphaBetaModel::AlphaBetaModel(TopkForm form, double c0_s, double c1_s, Collecti
     if (auto issue = detail::check_costs(
             kind == detail::CollectiveKind::allgather ? allgather_costs_ : allreduce_, kind))
       throw Error("omgs: alpha-beta model: " + issue->field + issue->reason);
+  derive_sparse_allreduce();
 }
 
 double AlphaBetaModel::bytes_received(std::uint64_t numel, int workers, double density) {
@@ -189,7 +190,8 @@ std::string AlphaBetaModel::describe() const {
   for (const auto& [p, ab] : allgather_)
     os << " P=" << p << ": " << ab.alpha_s << " + " << ab.beta_s_per_byte << "*bytes s;";
   os << detail::describe_costs(allgather_costs_, detail::CollectiveKind::allgather)
-     << detail::describe_costs(allreduce_, detail::CollectiveKind::allreduce);
+     << detail::describe_costs(allreduce_, detail::CollectiveKind::allreduce)
+     << detail::describe_costs(sparse_allreduce_, detail::CollectiveKind::sparse_allreduce);
   if (allreduce_element_bytes_ != 4.0)
     os << " allreduce of " << allreduce_element_bytes_ << " bytes per element;";
   os << ")";
@@ -277,13 +279,15 @@ AlphaBetaModel AlphaBetaModel::from_json(std::string_view text, const std::strin
     throw Error(source + ":" + std::to_string(line_of[issue->field]) + ": " + issue->field +
                 issue->reason);
   CollectiveCosts allgather{std::move(table), false, {}};
-  CollectiveCosts allreduce;
+  CollectiveCosts allreduce, sparse_allreduce;
   detail::read_costs(doc, detail::CollectiveKind::allgather, source, allgather);
   detail::read_costs(doc, detail::CollectiveKind::allreduce, source, allreduce);
+  detail::read_costs(doc, detail::CollectiveKind::sparse_allreduce, source, sparse_allreduce);
   const double element_bytes = read_element_bytes(doc, source);
   try {
     return AlphaBetaModel(form, topk.c0_s, topk.c1_s, std::move(allgather), std::move(allreduce))
-        .with_allreduce_element_bytes(element_bytes);
+        .with_allreduce_element_bytes(element_bytes)
+        .with_sparse_allreduce(std::move(sparse_allreduce));
   } catch (const Error& e) {
     throw Error(source + ": " + e.what());
   }
@@ -313,6 +317,7 @@ std::string AlphaBetaModel::to_json() const {
   s += "\n  ]";
   s += detail::costs_json(allgather_costs_, detail::CollectiveKind::allgather);
   s += detail::costs_json(allreduce_, detail::CollectiveKind::allreduce);
+  s += detail::costs_json(sparse_allreduce_, detail::CollectiveKind::sparse_allreduce);
   if (allreduce_element_bytes_ != 4.0)
     s += ",\n  \"allreduce_element_bytes\": " + json_number(allreduce_element_bytes_);
   s += "\n}\n";
@@ -329,6 +334,8 @@ void AlphaBetaModel::save(const std::string& path) const {
 AlphaBetaModel AlphaBetaModel::with_topk(const TopkCost& topk) const {
   AlphaBetaModel m(topk.form, topk.c0_s, topk.c1_s, allgather_costs_, allreduce_);
   m.allreduce_element_bytes_ = allreduce_element_bytes_;
+  m.sparse_allreduce_ = sparse_allreduce_;
+  m.derive_sparse_allreduce();
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include <omgs/plan.hpp>
 
 #include "plan/pipeline.hpp"
+#include "plan/sparse_exchange.hpp"
 
 namespace omgs {
 
@@ -116,10 +117,9 @@ std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfMo
                               const PlanConfig& config) {
   const std::size_t L = layers.size();
   if (L <= 1) return {{0, L, 0}};
-  const int P = config.workers;
-  const double density = config.density;
   auto topk = [&](std::uint64_t n) { return model.topk_s(n); };
-  auto allgather = [&](std::uint64_t n) { return model.allgather_s(n, P, density); };
+  // The sparse group's exchange as config.sparse_exchange asks (allgather by default).
+  auto allgather = [&](std::uint64_t n) { return detail::sparse_cost(model, n, config).comm_s; };
 
   struct Entry {               // one index of the seed's arrays
     detail::PipelineState in;  // taob and the communication end (taoc + tc) of the index above
@@ -211,6 +211,7 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
     for (std::uint64_t dense = 0; dense < kinds; ++dense) {
       for (std::size_t g = 0; g < groups.size(); ++g)
         groups[g].collective = (dense >> g) & 1u ? Collective::dense : Collective::sparse;
+      groups = detail::with_sparse_exchange(layers, std::move(groups), model, config);
       const double end = predict(layers, groups, model, config).iteration_end_s;
       if (best.empty() || end < best_end) {
         best_end = end;
@@ -228,10 +229,22 @@ void validate_choice_margin(double margin) {
 }
 
 namespace {
-// The simpler collective mix: one kind only (0), else the number of minority-kind groups.
+// The simpler collective mix: one kind only (0), else the number of groups not of the
+// most common kind.
 std::size_t mix_complexity(const Plan& plan) {
-  const std::size_t dense = plan.dense_groups();
-  return std::min(dense, plan.groups.size() - dense);
+  std::size_t count[3] = {0, 0, 0};
+  for (const Group& g : plan.groups) ++count[static_cast<std::size_t>(g.collective) % 3];
+  return plan.groups.size() - std::max({count[0], count[1], count[2]});
+}
+
+// A plan whose groups all use the dense allreduce, or all the sparse allreduce: what a user
+// gets without omgs' choice (dense data parallelism, an Ok-Topk-style sparse allreduce).
+bool is_baseline(const Plan& plan) {
+  if (plan.groups.empty()) return false;
+  const Collective c = plan.groups.front().collective;
+  if (c != Collective::dense && c != Collective::sparse_allreduce) return false;
+  return std::all_of(plan.groups.begin(), plan.groups.end(),
+                     [c](const Group& g) { return g.collective == c; });
 }
 }  // namespace
 
@@ -240,7 +253,11 @@ std::size_t choose_plan(const std::vector<Plan>& candidates, double margin) {
   validate_choice_margin(margin);
   double best = candidates[0].predicted.iteration_end_s;
   for (const Plan& c : candidates) best = std::min(best, c.predicted.iteration_end_s);
-  const double limit = best * (1.0 + margin);
+  // Near-ties never go above a baseline candidate: the margin trades calibration noise
+  // for fewer groups, never for a plan predicted slower than dense or the sparse allreduce.
+  double limit = best * (1.0 + margin);
+  for (const Plan& c : candidates)
+    if (is_baseline(c)) limit = std::min(limit, c.predicted.iteration_end_s);
   std::size_t chosen = candidates.size();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const Plan& c = candidates[i];
@@ -305,6 +322,7 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
   if (config.workers < 1)
     throw Error("omgs: workers = " + std::to_string(config.workers) + " (must be >= 1)");
   model.check_workers(config.workers);
+  detail::check_sparse_exchange(model, config);
   std::vector<Group> groups;
   switch (planner) {
     case Planner::mgs:
@@ -347,6 +365,7 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
           plan_candidates(mixed_candidates(model, config.workers), layers, model, config, budget),
           config.choice_margin);
   }
+  groups = detail::with_sparse_exchange(layers, std::move(groups), model, config);
   return make_plan_from_groups(planner, layers, std::move(groups), model, config);
 }
 

@@ -17,7 +17,8 @@ namespace omgs {
 
 std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const PerfModel& model,
                                     double density, const std::vector<int>& workers,
-                                    const OptimalBudget& budget, double margin) {
+                                    const OptimalBudget& budget, double margin,
+                                    SparseExchange exchange) {
   validate_choice_margin(margin);
   double backward = 0.0;
   for (const LayerSpec& l : layers) backward += l.backward_s;
@@ -27,19 +28,34 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
     bf16.emplace(ab->with_allreduce_element_bytes(2.0));
   std::vector<SweepRow> rows;
   for (int p : workers) {
-    const PlanConfig config{p, density, 8192, margin};
+    const PlanConfig allgather{p, density, 8192, margin, SparseExchange::allgather};
+    PlanConfig config = allgather;
+    config.sparse_exchange = exchange;
     model.check_workers(p);
     if (!model.knows_allreduce(p)) model.allreduce_s(1, p);  // throws, naming P
     SweepRow r;
     r.workers = p;
     r.backward_s = backward;
-    r.mgs = make_plan(Planner::mgs, layers, model, config, budget);
+    r.mgs = make_plan(Planner::mgs, layers, model, allgather, budget);
     r.dense = make_plan(Planner::dense, layers, model, config, budget);
     r.optimal = make_plan(Planner::optimal, layers, model, config, budget);
-    // The same candidates as make_plan(Planner::mixed), without planning them twice.
-    r.mixed = best_of(
-        {r.mgs, make_plan(Planner::mgs_mixed, layers, model, config, budget), r.optimal, r.dense},
-        config.choice_margin);
+    if (model.knows_sparse_allreduce(p) || exchange == SparseExchange::allreduce) {
+      PlanConfig sar = config;
+      sar.sparse_exchange = SparseExchange::allreduce;
+      r.sparse_allreduce = make_plan(Planner::mgs, layers, model, sar, budget);
+      r.has_sparse_allreduce = true;
+    }
+    // make_plan(Planner::mixed)'s candidates, without planning them twice; with another
+    // exchange than the allgather, the two all-sparse baselines too.
+    std::vector<Plan> candidates = {
+        exchange == SparseExchange::allgather ? r.mgs
+                                              : make_plan(Planner::mgs, layers, model, config),
+        make_plan(Planner::mgs_mixed, layers, model, config, budget), r.optimal, r.dense};
+    if (exchange != SparseExchange::allgather) {
+      candidates.push_back(r.mgs);
+      if (r.has_sparse_allreduce) candidates.push_back(r.sparse_allreduce);
+    }
+    r.mixed = best_of(std::move(candidates), config.choice_margin);
     if (bf16) {
       r.dense_bf16 = make_plan(Planner::dense, layers, *bf16, config, budget);
       r.has_bf16 = true;
@@ -90,30 +106,38 @@ std::vector<int> parse_workers_list(std::string_view text) {
   return out;
 }
 
+namespace {
+// The chart's lines.
+struct Series {
+  const char* name;
+  const char* color;
+  const char* dash;
+  // A function, not a pointer to member (nvcc's rewrite of it makes g++ warn). NaN: no point.
+  double (*time)(const SweepRow&);
+};
+const Series series[] = {
+    {"dense fp32", "#d62728", "",
+     [](const SweepRow& r) { return r.dense.predicted.iteration_end_s; }},
+    {"dense bf16", "#ff7f0e", " stroke-dasharray=\"2,2\"",
+     [](const SweepRow& r) { return r.has_bf16 ? r.dense_bf16.predicted.iteration_end_s : NAN; }},
+    {"mgs (all allgather)", "#1f77b4", "",
+     [](const SweepRow& r) { return r.mgs.predicted.iteration_end_s; }},
+    {"sparse allreduce", "#9467bd", " stroke-dasharray=\"4,2\"",
+     [](const SweepRow& r) {
+       return r.has_sparse_allreduce ? r.sparse_allreduce.predicted.iteration_end_s : NAN;
+     }},
+    {"optimal", "#2ca02c", "",
+     [](const SweepRow& r) { return r.optimal.predicted.iteration_end_s; }},
+    {"mixed", "#000000", " stroke-dasharray=\"6,3\"",
+     [](const SweepRow& r) { return r.mixed.predicted.iteration_end_s; }},
+    {"backward pass", "#999999", " stroke-dasharray=\"1,4\"",
+     [](const SweepRow& r) { return r.backward_s; }}};
+}  // namespace
+
 std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& title) {
   using detail::fmt;
   const double left = 90, right = 170, top = 50, bottom = 50, width = 900, height = 520;
   const double plot_w = width - left - right, plot_h = height - top - bottom;
-  struct Series {
-    const char* name;
-    const char* color;
-    const char* dash;
-    // A function, not a pointer to member (nvcc's rewrite of it makes g++ warn). NaN: no point.
-    double (*time)(const SweepRow&);
-  };
-  const Series series[] = {
-      {"dense fp32", "#d62728", "",
-       [](const SweepRow& r) { return r.dense.predicted.iteration_end_s; }},
-      {"dense bf16", "#ff7f0e", " stroke-dasharray=\"2,2\"",
-       [](const SweepRow& r) { return r.has_bf16 ? r.dense_bf16.predicted.iteration_end_s : NAN; }},
-      {"mgs (all sparse)", "#1f77b4", "",
-       [](const SweepRow& r) { return r.mgs.predicted.iteration_end_s; }},
-      {"optimal", "#2ca02c", "",
-       [](const SweepRow& r) { return r.optimal.predicted.iteration_end_s; }},
-      {"mixed", "#000000", " stroke-dasharray=\"6,3\"",
-       [](const SweepRow& r) { return r.mixed.predicted.iteration_end_s; }},
-      {"backward pass", "#999999", " stroke-dasharray=\"1,4\"",
-       [](const SweepRow& r) { return r.backward_s; }}};
   double tmin = HUGE_VAL, tmax = 0, pmin = HUGE_VAL, pmax = 0;
   for (const SweepRow& r : rows) {
     pmin = std::min(pmin, double(r.workers));

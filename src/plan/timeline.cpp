@@ -41,11 +41,13 @@ Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>&
     // A dense group has no top-k (its topk_end equals its topk_start) and one allreduce.
     const bool dense = gr.collective == Collective::dense;
     const double ts = dense ? 0.0 : model.topk_s(sums.numel);
+    const bool sar = gr.collective == Collective::sparse_allreduce;
     const double tc = dense ? model.allreduce_s(sums.numel, config.workers)
+                      : sar ? model.sparse_allreduce_s(sums.numel, config.workers, config.density)
                             : model.allgather_s(sums.numel, config.workers, config.density);
     if (!std::isfinite(ts) || ts < 0.0 || !std::isfinite(tc) || tc < 0.0)
-      throw Error("omgs: " + model.describe() + " predicts topk_s = " + std::to_string(ts) +
-                  (dense ? ", allreduce_s = " : ", allgather_s = ") + std::to_string(tc) +
+      throw Error("omgs: " + model.describe() + " predicts topk_s = " + std::to_string(ts) + ", " +
+                  std::string(to_string(gr.collective)) + "_s = " + std::to_string(tc) +
                   " for group " + std::to_string(g) + " of " + std::to_string(sums.numel) +
                   " elements (must be finite and >= 0)");
     GroupTiming& gt = t.groups[g];

@@ -65,29 +65,38 @@ GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::si
 
 TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
                        double density, const LinearFit& prior_topk,
-                       const LinearFit& prior_allgather) {
-  // Dense groups have no top-k and no allgather: their points are not of this family.
-  std::vector<double> n, bytes, sparsify, allgather;
-  std::set<std::uint64_t> distinct;
+                       const LinearFit& prior_allgather, const LinearFit& prior_sparse_allreduce) {
+  // Dense groups have no top-k and no sparse exchange: their points are not of this family.
+  // Both sparse exchanges follow the same top-k; each has its own communication line.
+  std::vector<double> n, sparsify, bytes, allgather, sar_bytes, sar;
+  std::set<std::uint64_t> distinct, distinct_ag, distinct_sar;
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const Group& g = groups[i];
     if (g.collective == Collective::dense) continue;
     n.push_back(static_cast<double>(g.numel));
-    bytes.push_back(AlphaBetaModel::bytes_received(g.numel, workers, density));
     sparsify.push_back(points.sparsify_s[i]);
-    allgather.push_back(points.allgather_s[i]);
     distinct.insert(g.numel);
+    if (g.collective == Collective::sparse_allreduce) {
+      sar_bytes.push_back(AlphaBetaModel::sparse_allreduce_bytes(g.numel, workers, density));
+      sar.push_back(points.allgather_s[i]);
+      distinct_sar.insert(g.numel);
+      continue;
+    }
+    bytes.push_back(AlphaBetaModel::bytes_received(g.numel, workers, density));
+    allgather.push_back(points.allgather_s[i]);
+    distinct_ag.insert(g.numel);
   }
   TimelineFit f;
   f.sizes = distinct.size();
   f.intercepts_fitted = f.sizes >= 2;
-  if (n.empty()) {  // an all-dense plan: nothing to fit, the prior stays
-    f.topk = prior_topk;
-    f.allgather = prior_allgather;
-    return f;
-  }
-  f.topk = fit_costs(n, sparsify, f.sizes, prior_topk.c0);
-  f.allgather = fit_costs(bytes, allgather, f.sizes, prior_allgather.c0);
+  f.sparse_allreduce_groups = sar.size();
+  // Without points (an all-dense plan, or no group of one exchange) the prior stays.
+  f.topk = n.empty() ? prior_topk : fit_costs(n, sparsify, f.sizes, prior_topk.c0);
+  f.allgather = bytes.empty() ? prior_allgather
+                              : fit_costs(bytes, allgather, distinct_ag.size(), prior_allgather.c0);
+  f.sparse_allreduce =
+      sar.empty() ? prior_sparse_allreduce
+                  : fit_costs(sar_bytes, sar, distinct_sar.size(), prior_sparse_allreduce.c0);
   return f;
 }
 

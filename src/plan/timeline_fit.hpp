@@ -24,9 +24,13 @@ struct GroupCosts {
 GroupCosts group_costs(const Timeline& t, std::size_t g);
 
 struct TimelineFit {
-  LinearFit topk;                  ///< seconds ~ c0 + c1 * numel (c0: the per-group constant)
-  LinearFit allgather;             ///< seconds ~ alpha + beta * bytes received
-  std::size_t sizes = 0;           ///< distinct group sizes seen
+  LinearFit topk;       ///< seconds ~ c0 + c1 * numel (c0: the per-group constant)
+  LinearFit allgather;  ///< seconds ~ alpha + beta * bytes received
+  /// The sparse allreduce groups' exchange: seconds ~ alpha + beta * wire bytes
+  /// (AlphaBetaModel::sparse_allreduce_bytes); the prior when the plan has none.
+  LinearFit sparse_allreduce;
+  std::size_t sparse_allreduce_groups = 0;  ///< the plan's groups that fitted it
+  std::size_t sizes = 0;                    ///< distinct group sizes seen
   bool intercepts_fitted = false;  ///< false: one size only, c0 and alpha came from `prior`
 };
 
@@ -43,9 +47,13 @@ GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::si
 /// not decide the line), non-negative (fit_nonnegative). With a single group size the
 /// intercepts cannot be told from the slopes: they are taken from `prior_topk.c0` /
 /// `prior_allgather.c0` (capped at the measured cost) and only the slopes are fitted.
+/// Groups of Collective::sparse_allreduce pay the same top-k and are fitted like the sparse
+/// ones, their communication on its own line (TimelineFit::sparse_allreduce, intercept from
+/// `prior_sparse_allreduce` when they have one size only).
 TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
                        double density, const LinearFit& prior_topk,
-                       const LinearFit& prior_allgather);
+                       const LinearFit& prior_allgather,
+                       const LinearFit& prior_sparse_allreduce = {});
 
 /// group_medians, then fit_points: fits top-k and allgather costs to `count` measured timelines of
 /// the plan `groups` (each timeline has groups.size() entries). Each group is represented by the

@@ -1,13 +1,16 @@
 // Calibration: top-k timed on this device, the allgather of pairs and the dense allreduce
-// timed on the communicator (through comm), a non-negative linear fit of each (plan/fit.hpp), and
-// the slowest rank's coefficients (top-k) or timings (allgather) for everybody.
+// (and the sparse allreduce when the plan may use it) timed on the communicator (through comm),
+// a non-negative linear fit of each (plan/fit.hpp), and the slowest rank's coefficients (top-k)
+// or timings (allgather) for everybody.
 #include <algorithm>
 #include <map>
 #include <numeric>
 
 #include <omgs/detail/kokkos_helpers.hpp>
+#include <omgs/detail/sparse_allreduce.hpp>
 
 #include "plan/fit.hpp"
+#include "runtime/calibration_sparse.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace omgs::detail {
@@ -74,6 +77,46 @@ std::vector<double> time_collective(MPI_Comm comm, std::size_t amount, double bu
 
 }  // namespace
 
+LinearFit fit_sparse_allreduce(MPI_Comm comm, std::uint64_t numel,
+                               const std::vector<std::uint64_t>& ks, int repetitions,
+                               double timeout_s) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::vector<double> x;
+  std::vector<std::vector<double>> samples;
+  for (std::uint64_t k : ks) {
+    // k pairs spread over the group, shifted per rank: the regions get pairs from every rank
+    // and the sums mix overlapping and distinct indices, as top-k's selections do.
+    const std::uint64_t step = numel / k;
+    std::vector<SparsePair> pairs(k);
+    for (std::uint64_t i = 0; i < k; ++i)
+      pairs[i] = {static_cast<std::uint32_t>(i * step + static_cast<std::uint64_t>(rank) % step),
+                  static_cast<float>((i * 2654435761u + static_cast<std::uint64_t>(rank)) % 1000)};
+    SparseAllreduce exchange(comm, numel, k);
+    std::vector<double> t;
+    for (int r = 0; r <= repetitions; ++r) {
+      MPI_Barrier(comm);
+      const double a = now_s();
+      exchange.start(pairs.data(), pairs.size());
+      if (!exchange.wait(timeout_s))
+        throw Error("omgs: calibration: the sparse allreduce of k = " + std::to_string(k) +
+                    " did not complete within " + std::to_string(timeout_s) + " s (step " +
+                    SparseAllreduce::to_string(exchange.phase()) + ")");
+      if (r > 0) t.push_back(now_s() - a);  // the first run warms up
+    }
+    max_over_ranks(comm, t);
+    x.push_back(AlphaBetaModel::sparse_allreduce_bytes(
+        numel, size, static_cast<double>(k) / static_cast<double>(numel)));
+    samples.push_back(std::move(t));
+  }
+  if (size > 1) return fit_latency_bandwidth(x, samples);
+  // One rank moves no bytes: its exchange's local work, at the largest k, is all latency.
+  LinearFit local;
+  for (const std::vector<double>& t : samples) local.c0 = std::max(local.c0, minimum(t));
+  return local;
+}
+
 void RuntimeImpl::calibrate() {
   const double t_start = now_s();
   const std::uint64_t total =
@@ -115,12 +158,21 @@ void RuntimeImpl::calibrate() {
   const LinearFit topk = fit_latency_bandwidth(tx, topk_samples);
   const LinearFit ag = fit_latency_bandwidth(ax, ag_samples);
   const LinearFit ar = fit_latency_bandwidth(rx, ar_samples);
+  // The sparse allreduce (issue 33) only where a plan may use it, at two k of a 2^20 group.
+  // RuntimeOptions has no sparse_exchange yet and plan_config() builds it as allgather: this
+  // runs once the runtime's option reaches plan_config() (the runtime half of issue 33).
+  const bool sparse_allreduce = plan_config().sparse_exchange != SparseExchange::allgather;
+  LinearFit sar;
+  if (sparse_allreduce) sar = fit_sparse_allreduce(comm, std::uint64_t{1} << 20, {256, 16384});
   // The slowest rank sets the pace: every rank plans with the maximum, so plans agree.
-  std::vector<double> c = {topk.c0, topk.c1, ag.c0, ag.c1, ar.c0, ar.c1};
+  std::vector<double> c = {topk.c0, topk.c1, ag.c0, ag.c1, ar.c0, ar.c1, sar.c0, sar.c1};
   max_over_ranks(comm, c);
-  model = std::make_unique<AlphaBetaModel>(TopkForm::linear, c[0], c[1],
-                                           CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
-                                           CollectiveCosts{{{size, {c[4], c[5]}}}, false, {}});
+  AlphaBetaModel fitted(TopkForm::linear, c[0], c[1],
+                        CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
+                        CollectiveCosts{{{size, {c[4], c[5]}}}, false, {}});
+  if (sparse_allreduce)
+    fitted = fitted.with_sparse_allreduce(CollectiveCosts{{{size, {c[6], c[7]}}}, false, {}});
+  model = std::make_unique<AlphaBetaModel>(std::move(fitted));
   calibration.duration_s = now_s() - t_start;
 }
 

@@ -25,6 +25,7 @@ constexpr const char* usage_text =
     "                 [--perf reference|FILE.json] [--topk FILE.json] [--planner "
     "mgs|layerwise|single|threshold|optimal|mgs_mixed|dense|mixed|automatic|all]\n"
     "                 [--threshold NUMEL] [--choice-margin M] [--optimal-work N]\n"
+    "                 [--sparse-exchange allgather|allreduce|automatic]\n"
     "                 [--format table|json]\n"
     "                 [--svg FILE.svg]\n"
     "\n"
@@ -48,6 +49,9 @@ constexpr const char* usage_text =
     "  --choice-margin M  mixed, automatic and the sweep's mixed: plans predicted within\n"
     "                   M x the best are near-ties, which go to fewer groups (default 0.1;\n"
     "                   0: the strict minimum)\n"
+    "  --sparse-exchange E  how sparse groups are exchanged: allgather (default), allreduce\n"
+    "                   (the sparse allreduce) or automatic (the faster per group); the\n"
+    "                   sweep adds the all-sparse-allreduce column when the model knows it\n"
     "  --optimal-work N the optimal and dense searches' budget (model evaluations plus state\n"
     "                   updates, default 30000000); past it the plan is approximate, with\n"
     "                   its gap bound reported\n"
@@ -65,6 +69,7 @@ struct Args {
   std::string planner = "mgs";
   std::string threshold = "8192";
   std::string margin = "0.1";
+  std::string exchange = "allgather";
   std::string budget_work;
   std::string format = "table";
   std::string svg;
@@ -131,6 +136,8 @@ Args parse_args(int argc, char** argv) {
       a.budget_work = value();
     } else if (opt == "--choice-margin") {
       a.margin = value();
+    } else if (opt == "--sparse-exchange") {
+      a.exchange = value();
     } else if (opt == "--format") {
       a.format = value();
     } else if (opt == "--svg") {
@@ -233,7 +240,7 @@ int run_sweep(const Args& args, const std::vector<omgs::LayerSpec>& layers,
               const omgs::PerfModel& model, const omgs::PlanConfig& config) {
   const std::vector<omgs::SweepRow> rows =
       omgs::sweep_workers(layers, model, config.density, omgs::parse_workers_list(args.sweep),
-                          budget_of(args), config.choice_margin);
+                          budget_of(args), config.choice_margin, config.sparse_exchange);
   const omgs_plan::SweepInputs in{args.model, args.perf, args.topk, model.describe(),
                                   config.density};
   if (!args.svg.empty()) {
@@ -275,6 +282,7 @@ int main(int argc, char** argv) {
     config.choice_margin = parse_double(args.margin, "--choice-margin");
     if (!(config.choice_margin >= 0.0 && config.choice_margin <= 1.0))
       die("--choice-margin " + args.margin + " is outside [0, 1]", 2);
+    config.sparse_exchange = omgs::parse_sparse_exchange(args.exchange);
     if (args.format != "table" && args.format != "json")
       die("--format '" + args.format + "' is not table or json", 2);
     if (!args.sweep.empty()) {

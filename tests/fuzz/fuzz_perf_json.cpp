@@ -5,7 +5,8 @@
 //    `workers` of its table, and finite when every coefficient is at most 1e200 (the parser
 //    accepts any finite coefficient, and c1 * n * log2(n) or beta * bytes overflow to +inf
 //    for coefficients near DBL_MAX: that is arithmetic, not a bug);
-//  * accept check_workers for every `workers` of its table and refuse P = 0.
+//  * accept check_workers for every `workers` of its table and refuse P = 0;
+//  * predict sparse allreduce times >= 0 (never NaN) wherever it knows them.
 // A violation prints a message on stderr and aborts.
 #include <cmath>
 #include <cstddef>
@@ -107,6 +108,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                                 num(prev_ag[d]));
         prev_ag[d] = ag;
       }
+    }
+  }
+  // The sparse allreduce (given or derived): >= 0, never NaN, for the P it knows.
+  for (const int p : {2, 4, 64, 4096}) {
+    if (!model->knows_sparse_allreduce(p)) continue;
+    for (const std::uint64_t n : numels) {
+      const double t = model->sparse_allreduce_s(n, p, 1e-3);
+      OMGS_FUZZ_REQUIRE(!std::isnan(t) && t >= 0.0,
+                        "numel " + std::to_string(n) + ", workers " + std::to_string(p) +
+                            ": sparse_allreduce_s " + num(t) + "\n" + json);
     }
   }
   bool refused = false;

@@ -1,6 +1,7 @@
 // omgs-plan --workers-sweep: the worker list, the sweep, its chart, and the issue #19
 // target: with the shipped fabric models at density 0.001, the mixed plan of ResNet-50 and
 // GPT-2 small is never predicted slower than all-dense or all-sparse MGS, P = 2 .. 4096.
+#include <algorithm>
 #include <string>
 
 #include <omgs/plan.hpp>
@@ -68,6 +69,42 @@ TEST_CASE("sweep: mixed never predicted slower than dense or all-sparse MGS",
   }
 }
 
+TEST_CASE("sweep: the three exchanges to P = 4096 (issue 33)", "[plan][sweep][sparse_exchange]") {
+  omgs::OptimalBudget budget;
+  budget.max_work = 3'000'000;
+  const auto model =
+      omgs::AlphaBetaModel::load(std::string(OMGS_SOURCE_DIR) + "/examples/perf/ethernet_10g.json");
+  const auto automatic = omgs::SparseExchange::automatic;
+  for (const char* model_name : {"resnet50", "gpt2_small"}) {
+    const auto layers = omgs::load_model_csv(std::string(OMGS_SOURCE_DIR) + "/examples/models/" +
+                                             model_name + ".csv");
+    const std::vector<int> workers = {2, 16, 256, 1024, 4096};
+    const auto strict = omgs::sweep_workers(layers, model, 0.001, workers, budget, 0.0, automatic);
+    const auto near = omgs::sweep_workers(layers, model, 0.001, workers, budget,
+                                          omgs::default_choice_margin, automatic);
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      INFO(model_name << ", P = " << workers[i]);
+      const omgs::SweepRow& r = strict[i];
+      REQUIRE(r.has_sparse_allreduce);
+      const double dense = r.dense.predicted.iteration_end_s;
+      const double sar = r.sparse_allreduce.predicted.iteration_end_s;
+      CHECK(r.mixed.predicted.iteration_end_s <=
+            std::min({dense, sar, r.mgs.predicted.iteration_end_s}));
+      // The default margin: never above dense or the all-sparse-allreduce plan.
+      CHECK(near[i].mixed.predicted.iteration_end_s <= dense);
+      CHECK(near[i].mixed.predicted.iteration_end_s <= sar);
+      for (const omgs::Group& g : r.sparse_allreduce.groups)
+        CHECK(g.collective == omgs::Collective::sparse_allreduce);
+    }
+    if (std::string(model_name) == "gpt2_small") {
+      // The target: at P = 4096, at least 1.1x faster than dense with sparse groups chosen.
+      const omgs::Plan& m = near.back().mixed;
+      CHECK(near.back().dense.predicted.iteration_end_s >= 1.1 * m.predicted.iteration_end_s);
+      CHECK(m.dense_groups() < m.groups.size());
+    }
+  }
+}
+
 TEST_CASE("sweep: chart and errors", "[plan][sweep]") {
   const std::vector<omgs::LayerSpec> layers = {{"a", 1000, 1e-3}, {"b", 100000, 2e-3}};
   omgs::CollectiveCosts ag, ar;
@@ -81,7 +118,8 @@ TEST_CASE("sweep: chart and errors", "[plan][sweep]") {
   const std::string svg = omgs::sweep_svg(rows, "a <title> & more");
   CHECK_THAT(svg, Catch::StartsWith("<svg xmlns=\"http://www.w3.org/2000/svg\""));
   CHECK_THAT(svg, Catch::Contains("a &lt;title&gt; &amp; more"));
-  for (const char* s : {"dense", "mgs (all sparse)", "optimal", "mixed", ">4096<"})
+  for (const char* s :
+       {"dense", "mgs (all allgather)", "sparse allreduce", "optimal", "mixed", ">4096<"})
     CHECK_THAT(svg, Catch::Contains(s));
   CHECK_THAT(svg, Catch::EndsWith("</svg>\n"));
   // A model without allreduce costs cannot sweep; one without the P names it.

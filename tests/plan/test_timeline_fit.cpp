@@ -154,3 +154,43 @@ TEST_CASE("near-zero points do not decide the line: the plan's measured costs ar
   CHECK(allgather == Approx(allgather_measured).epsilon(0.1));
   CHECK(f.topk.c0 + f.topk.c1 * 130722792.0 == Approx(0.289).epsilon(0.1));
 }
+
+TEST_CASE("the fit keeps the sparse allreduce's groups on their own line",
+          "[plan][fit][closed-loop][sparse_exchange]") {
+  // Every other group exchanged by the sparse allreduce (500 us + 3 ns per wire byte): the
+  // top-k is fitted over both kinds, each exchange on its own bytes.
+  omgs::CollectiveCosts sar;
+  sar.table[4] = {500e-6, 3e-9};
+  const omgs::AlphaBetaModel model = truth.with_sparse_allreduce(sar);
+  const auto layers = layers_of(40);
+  std::vector<omgs::Group> groups =
+      omgs::make_plan(omgs::Planner::layerwise, layers, truth, config).groups;
+  for (std::size_t g = 0; g < groups.size(); g += 2)
+    groups[g].collective = omgs::Collective::sparse_allreduce;
+  const omgs::Timeline t = omgs::predict(layers, groups, model, config);
+  const auto points = omgs::detail::group_medians(groups.size(), &t, 1);
+  const TimelineFit f = omgs::detail::fit_points(groups, points, 4, 0.01, {}, {});
+  CHECK(f.sparse_allreduce_groups == 20);
+  CHECK(f.topk.c0 == Approx(80e-6).epsilon(1e-6));
+  CHECK(f.topk.c1 == Approx(2e-9).epsilon(1e-6));
+  CHECK(f.allgather.c0 == Approx(300e-6).epsilon(1e-6));
+  CHECK(f.allgather.c1 == Approx(1e-9).epsilon(1e-6));
+  CHECK(f.sparse_allreduce.c0 == Approx(500e-6).epsilon(1e-6));
+  CHECK(f.sparse_allreduce.c1 == Approx(3e-9).epsilon(1e-6));
+  // Without such groups the prior stays; with only them, the allgather's prior stays.
+  const auto sparse_only = omgs::make_plan(omgs::Planner::layerwise, layers, truth, config).groups;
+  const omgs::Timeline ts = omgs::predict(layers, sparse_only, truth, config);
+  const TimelineFit g =
+      omgs::detail::fit_points(sparse_only, omgs::detail::group_medians(sparse_only.size(), &ts, 1),
+                               4, 0.01, {}, {}, {7e-6, 8e-9});
+  CHECK(g.sparse_allreduce_groups == 0);
+  CHECK(g.sparse_allreduce.c0 == 7e-6);
+  CHECK(g.sparse_allreduce.c1 == 8e-9);
+  for (omgs::Group& gr : groups) gr.collective = omgs::Collective::sparse_allreduce;
+  const omgs::Timeline ta = omgs::predict(layers, groups, model, config);
+  const TimelineFit h = omgs::detail::fit_points(
+      groups, omgs::detail::group_medians(groups.size(), &ta, 1), 4, 0.01, {}, {1e-5, 2e-9});
+  CHECK(h.allgather.c0 == 1e-5);
+  CHECK(h.allgather.c1 == 2e-9);
+  CHECK(h.sparse_allreduce.c1 == Approx(3e-9).epsilon(1e-6));
+}
