@@ -272,6 +272,8 @@ class OMGS_EXPORT ProgressEngine {
   bool failed(int g) const noexcept;
   /// Timestamps of group g's last completed exchange (steady clock seconds).
   GroupTimes group_times(int g) const noexcept;
+  /// Group g's entry of stats(), without the rest (never allocates; zero for an unknown g).
+  GroupStats group_stats(int g) const noexcept;
 
   /// Number of pairs rank r contributed to the last completed exchange of group g, and
   /// where they start in groups[g].recv. Valid after g is reported complete.

@@ -82,6 +82,7 @@ class EngineImpl {
   WaitStatus wait_all(double timeout_s) noexcept;
   Diagnosis diagnose(int g, double timeout_s);
   GroupTimes group_times(int g) const noexcept;
+  GroupStats group_stats(int g) const noexcept;
   ProgressStats stats() const;
 
   // Declared first: set by configure(), before the members below are constructed.

@@ -128,6 +128,9 @@ TEST_CASE("sparse-allreduce groups in the engine equal the standalone exchange",
       }
       const omgs::ProgressStats st = e.stats();
       CHECK(st.groups[1].bytes_received > 0);
+      CHECK(e.group_stats(1).bytes_received == st.groups[1].bytes_received);
+      CHECK(e.group_stats(1).completions == 12);
+      CHECK(e.group_stats(4).posts == 0);  // no such group
       if (P > 1) CHECK(st.groups[1].bytes_sent > 0);
     }
 }
