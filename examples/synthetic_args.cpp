@@ -28,6 +28,9 @@ constexpr const char* usage_text =
     "                      mgs_mixed,dense,mixed (sparse or dense per group),automatic\n"
     "                      (default layerwise,single,mgs,optimal); NAME+loop runs it\n"
     "                      closed-loop: refit and replan on the run (docs/planner.md)\n"
+    "  --sparse-exchange E allgather (default), allreduce (the sparse allreduce: the\n"
+    "                      global top-k of the summed pairs) or automatic (as the plan\n"
+    "                      says per group): how omgs exchanges the sparse groups\n"
     "  --refit N           closed-loop window in iterations (default 5); the loop settles\n"
     "                      within 3 windows, which are added to its warm-up\n"
     "  --save-fitted FILE  rank 0 writes the last closed-loop run's fitted model (for --perf)\n"
@@ -108,6 +111,13 @@ Args parse_args(int argc, char** argv, int rank) {
           usage_error(rank, std::string("--planners: ") + e.what());
         }
         a.planners.push_back(p);
+      }
+    } else if (opt == "--sparse-exchange") {
+      a.sparse_exchange = value();
+      try {
+        (void)omgs::parse_sparse_exchange(a.sparse_exchange);
+      } catch (const omgs::Error& e) {
+        usage_error(rank, std::string("--sparse-exchange: ") + e.what());
       }
     } else if (opt == "--no-dense") {
       a.dense = false;

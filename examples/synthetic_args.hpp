@@ -13,6 +13,7 @@ struct Args {
   int iterations = 10;
   int warmup = 2;
   double density = 0.001;
+  std::string sparse_exchange = "allgather";  // RuntimeOptions::sparse_exchange
   std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal"};
   bool dense = true;
   double bucket_mb = 25.0;

@@ -130,6 +130,7 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   const bool loop = closed_loop(planner);
   opt.planner = omgs::parse_planner(loop ? planner.substr(0, planner.size() - 5) : planner);
   opt.perf_model = perf;
+  opt.sparse_exchange = omgs::parse_sparse_exchange(args.sparse_exchange);
   opt.refit_iterations = loop ? args.refit : 0;
   const int warmup = args.warmup + (loop ? args.refit * (opt.max_replans + 1) : 0);
   if (!args.trace.empty()) opt.trace_path = args.trace + "." + planner + ".%r.json";
@@ -317,9 +318,11 @@ int main(int argc, char** argv) {
     const omgs_train::KernelCost cost = omgs_train::calibrate_kernel(MPI_COMM_WORLD);
     const std::vector<int> reps = omgs_train::layer_reps(layers, cost, args.backward_scale);
     if (rank == 0) {
-      std::printf("omgs-train-synthetic: %s, %zu tensors, %llu elements; P = %d, density %g\n",
-                  path.c_str(), layers.size(), static_cast<unsigned long long>(total), size,
-                  args.density);
+      std::printf(
+          "omgs-train-synthetic: %s, %zu tensors, %llu elements; P = %d, density %g, sparse "
+          "exchange %s\n",
+          path.c_str(), layers.size(), static_cast<unsigned long long>(total), size, args.density,
+          args.sparse_exchange.c_str());
       std::printf("emulated backward %.4f s per iteration (Kokkos %s); MPI thread level %s\n\n",
                   backward, Exec::name(),
                   provided == MPI_THREAD_MULTIPLE ? "MULTIPLE" : "below MULTIPLE (inline)");

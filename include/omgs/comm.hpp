@@ -100,6 +100,16 @@ struct GroupBuffers {
   const float* dense_send = nullptr;  ///< dense_numel floats (in options.buffer_space)
   float* dense_recv = nullptr;        ///< dense_numel floats: the sum over the ranks
   std::size_t dense_numel = 0;
+  /// A sparse-allreduce group (sparse_numel > 0): the group's sparse_numel elements,
+  /// exchanged by omgs::detail::SparseAllreduce on a communicator of its own (several steps,
+  /// driven by the progress thread beside the other groups' collectives). Each rank submits
+  /// up to k pairs from `send` (indices below sparse_numel); about k of the pairs' sums
+  /// survive, and every rank receives the same survivors, sorted by index, in `recv`
+  /// (recv_total(g) of them, at most P * k); `dropped` receives this rank's pairs whose
+  /// index did not survive (dropped_total(g), at most k), for its residual. Host buffers or
+  /// staging: the exchange runs on the host.
+  std::size_t sparse_numel = 0;
+  SparsePair* dropped = nullptr;  ///< k pairs (in options.buffer_space)
 };
 
 /// Copies `bytes` between host and device memory (the runtime passes e.g. a
@@ -207,8 +217,9 @@ struct ProgressStats {
   bool variable_counts = false;
   int ranks = 0;
   /// Collectives posted: one per group exchange (MPI_Iallgatherv for a sparse group,
-  /// MPI_Iallreduce for a dense one), plus the count MPI_Iallgather before each sparse
-  /// group's pairs in variable-count mode (dense groups exchange no counts).
+  /// MPI_Iallreduce for a dense one, the start of a sparse allreduce), plus the count
+  /// MPI_Iallgather before each sparse group's pairs in variable-count mode (dense groups exchange
+  /// no counts).
   std::uint64_t collectives_posted = 0;
   std::uint64_t groups_completed = 0;
   std::uint64_t mpi_errors = 0;  ///< MPI calls that returned an error (with MPI_ERRORS_RETURN)
@@ -261,13 +272,19 @@ class OMGS_EXPORT ProgressEngine {
   bool failed(int g) const noexcept;
   /// Timestamps of group g's last completed exchange (steady clock seconds).
   GroupTimes group_times(int g) const noexcept;
+  /// Group g's entry of stats(), without the rest (never allocates; zero for an unknown g).
+  GroupStats group_stats(int g) const noexcept;
 
   /// Number of pairs rank r contributed to the last completed exchange of group g, and
   /// where they start in groups[g].recv. Valid after g is reported complete.
   const int* recv_counts(int g) const noexcept;
   const int* recv_displs(int g) const noexcept;
-  /// Total pairs in groups[g].recv after the last completed exchange.
+  /// Total pairs in groups[g].recv after the last completed exchange (a sparse-allreduce
+  /// group: the survivors; its recv_counts are 0).
   std::size_t recv_total(int g) const noexcept;
+  /// A sparse-allreduce group: this rank's pairs in groups[g].dropped after the last
+  /// completed exchange (0 for other groups).
+  std::size_t dropped_total(int g) const noexcept;
 
   int num_groups() const noexcept;
   int ranks() const noexcept;

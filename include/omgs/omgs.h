@@ -81,6 +81,10 @@ typedef struct omgs_options {
   int refit_iterations;   /* >= 0; default 0: off */
   int max_replans;        /* >= 0; default 2 */
   double replan_min_gain; /* finite, >= 0; default 0.05 */
+  /* How the sparse groups are exchanged: "allgather" (default), "allreduce" (the sparse
+   * allreduce: the global top-k of the summed pairs) or "automatic" (as the plan says per
+   * group). OMGS_SPARSE_EXCHANGE wins. */
+  const char* sparse_exchange;
 } omgs_options;
 
 typedef struct omgs_iteration_stats {

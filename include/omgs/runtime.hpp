@@ -56,12 +56,19 @@ struct RuntimeOptions {
   /// "reference" (the paper's constants), or the path of an alpha-beta JSON file.
   std::string perf_model = "calibrate";
   std::uint64_t threshold_numel = 8192;  ///< for Planner::threshold
-  PinOption progress_pin;                ///< progress thread placement (OMGS_PROGRESS_CPU wins)
+  /// How the sparse groups are exchanged (docs/comm.md, "The sparse allreduce"): allgather
+  /// (every rank's top-k pairs gathered on every rank), allreduce (every sparse group by the
+  /// sparse allreduce: the global top-k of the summed pairs, its volume near O(k) per rank
+  /// instead of O(P k)), or automatic (each group as the plan says). OMGS_SPARSE_EXCHANGE
+  /// wins.
+  SparseExchange sparse_exchange = SparseExchange::allgather;
+  PinOption progress_pin;  ///< progress thread placement (OMGS_PROGRESS_CPU wins)
   GpuAwareMpi gpu_aware = GpuAwareMpi::automatic;  ///< OMGS_GPU_AWARE_MPI wins
   bool force_inline_progress = false;              ///< no progress thread; finish() drives MPI
   /// Honour the OMGS_* environment variables (they win over these options):
   /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT,
-  /// OMGS_SHUTDOWN_TIMEOUT_S, OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS, OMGS_REPLAN_MIN_GAIN.
+  /// OMGS_SHUTDOWN_TIMEOUT_S, OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS, OMGS_REPLAN_MIN_GAIN,
+  /// OMGS_SPARSE_EXCHANGE.
   bool read_environment = true;
   /// The watchdog: finish() waits this long for a group, then asks every rank how far it
   /// got and reports which ranks have not posted the group (see on_timeout). It also bounds

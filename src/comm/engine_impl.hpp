@@ -45,6 +45,8 @@ struct GroupState {
   int total = 0;               // [P] pairs received in the last exchange
   bool counts_phase = false;   // [P] the count MPI_Iallgather is in flight
   bool counts_ready = false;   // [P] counts arrived, data not yet posted (waits for plan order)
+  bool phased = false;         // [P] a phased wire's exchange is in flight (advance())
+  int dropped = 0;             // [P] a sparse allreduce's dropped pairs of this rank
   std::atomic<Submission> state{Submission::idle};
   bool failed = false;  // [P] MPI reported an error completing the exchange (read by [O]
                         // after the completion-queue pop, which orders it)
@@ -80,6 +82,7 @@ class EngineImpl {
   WaitStatus wait_all(double timeout_s) noexcept;
   Diagnosis diagnose(int g, double timeout_s);
   GroupTimes group_times(int g) const noexcept;
+  GroupStats group_stats(int g) const noexcept;
   ProgressStats stats() const;
 
   // Declared first: set by configure(), before the members below are constructed.
@@ -106,6 +109,7 @@ class EngineImpl {
   bool step() noexcept;               // [P] one pass: pop submissions, post in order, test
   bool fail_ready_groups() noexcept;  // after a failed completion
   bool test_inflight() noexcept;
+  bool advance_phased() noexcept;   // phased wires in flight: advance each
   bool post_first(int g) noexcept;  // false: MPI refused, retried later
   bool post_data(int g) noexcept;
   void post_failed(int g, int rc) noexcept;
@@ -149,6 +153,7 @@ class EngineImpl {
   int next_post_ = 0;  // plan order: the next group to post
   int next_data_ = 0;  // variable counts: the next group whose pairs to post
   int inflight_ = 0;
+  int phased_inflight_ = 0;          // of which phased wires (advance_phased)
   std::uint64_t cycle_ = 0;          // completed rounds of next_post_ through all groups
   Clock::time_point retry_after_{};  // after a failed post: back off before the retry
   bool broken_ = false;              // a collective completed in error: post nothing more

@@ -146,6 +146,23 @@ Diagnosis EngineImpl::diagnose(int g, double timeout_s) {
   return watchdog_.collect(g, num_groups_, counters_);
 }
 
+GroupStats EngineImpl::group_stats(int g) const noexcept {
+  GroupStats o;
+  if (g < 0 || g >= num_groups_) return o;
+  const GroupState& s = groups_[static_cast<std::size_t>(g)];
+  auto since_epoch = [this](double t) { return t - epoch_s_; };
+  o.posts = s.posts.load(std::memory_order_relaxed);
+  o.completions = s.completions.load(std::memory_order_relaxed);
+  // Seconds since engine creation (init_groups() starts every time at the epoch).
+  o.last_submit_s = since_epoch(s.last_submit_s.load(std::memory_order_relaxed));
+  o.last_post_s = since_epoch(s.last_post_s.load(std::memory_order_relaxed));
+  o.last_complete_s = since_epoch(s.last_complete_s.load(std::memory_order_relaxed));
+  o.bytes_sent = s.bytes_sent.load(std::memory_order_relaxed);
+  o.bytes_received = s.bytes_received.load(std::memory_order_relaxed);
+  o.post_errors = s.post_errors.load(std::memory_order_relaxed);
+  return o;
+}
+
 GroupTimes EngineImpl::group_times(int g) const noexcept {
   GroupTimes t;
   if (g < 0 || g >= num_groups_) return t;
@@ -157,7 +174,6 @@ GroupTimes EngineImpl::group_times(int g) const noexcept {
 }
 
 ProgressStats EngineImpl::stats() const {
-  auto since_epoch = [this](double t) { return t - epoch_s_; };
   ProgressStats out;
   out.mode = mode_;
   out.mpi_thread_level = thread_level_;
@@ -173,17 +189,8 @@ ProgressStats EngineImpl::stats() const {
   out.queries_answered = watchdog_.queries_answered();
   out.groups.resize(static_cast<std::size_t>(num_groups_));
   for (int g = 0; g < num_groups_; ++g) {
-    const GroupState& s = groups_[static_cast<std::size_t>(g)];
     GroupStats& o = out.groups[static_cast<std::size_t>(g)];
-    o.posts = s.posts.load(std::memory_order_relaxed);
-    o.completions = s.completions.load(std::memory_order_relaxed);
-    // Seconds since engine creation (init_groups() starts every time at the epoch).
-    o.last_submit_s = since_epoch(s.last_submit_s.load(std::memory_order_relaxed));
-    o.last_post_s = since_epoch(s.last_post_s.load(std::memory_order_relaxed));
-    o.last_complete_s = since_epoch(s.last_complete_s.load(std::memory_order_relaxed));
-    o.bytes_sent = s.bytes_sent.load(std::memory_order_relaxed);
-    o.bytes_received = s.bytes_received.load(std::memory_order_relaxed);
-    o.post_errors = s.post_errors.load(std::memory_order_relaxed);
+    o = group_stats(g);
     out.bytes_sent += o.bytes_sent;
     out.bytes_received += o.bytes_received;
   }
@@ -229,6 +236,9 @@ bool ProgressEngine::failed(int g) const noexcept {
 GroupTimes ProgressEngine::group_times(int g) const noexcept {
   return impl_->group_times(g);
 }
+GroupStats ProgressEngine::group_stats(int g) const noexcept {
+  return impl_->group_stats(g);
+}
 
 const int* ProgressEngine::recv_counts(int g) const noexcept {
   if (g < 0 || g >= impl_->num_groups_) return nullptr;
@@ -241,6 +251,10 @@ const int* ProgressEngine::recv_displs(int g) const noexcept {
 std::size_t ProgressEngine::recv_total(int g) const noexcept {
   if (g < 0 || g >= impl_->num_groups_) return 0;
   return static_cast<std::size_t>(impl_->groups_[static_cast<std::size_t>(g)].total);
+}
+std::size_t ProgressEngine::dropped_total(int g) const noexcept {
+  if (g < 0 || g >= impl_->num_groups_) return 0;
+  return static_cast<std::size_t>(impl_->groups_[static_cast<std::size_t>(g)].dropped);
 }
 int ProgressEngine::num_groups() const noexcept {
   return impl_->num_groups_;

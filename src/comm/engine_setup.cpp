@@ -61,6 +61,7 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
   rank_ = comm_.rank();
   // Local validation; the verdict is agreed on collectively so that every rank throws.
   agree_on_groups(validate_groups(groups));
+  wire_ctx_ = {comm_.get(), pair_type_.get()};
   init_groups();
   init_driver_state();
   start_progress(node_ranks());
@@ -142,7 +143,10 @@ std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups)
   gpu_aware_ = options_.gpu_aware == GpuAwareMpi::automatic
                    ? mpi_reports_gpu_support()
                    : options_.gpu_aware == GpuAwareMpi::yes;
-  staging_ = options_.buffer_space == MemorySpace::device && !gpu_aware_;
+  bool host_only = false;
+  for (int g = 0; g < num_groups_; ++g)
+    host_only |= groups_[static_cast<std::size_t>(g)].wire->host_only();
+  staging_ = options_.buffer_space == MemorySpace::device && (!gpu_aware_ || host_only);
   if (staging_ && (!options_.copy_to_host || !options_.copy_to_device))
     return "options.buffer_space is device and MPI is not GPU-aware, but options.copy_to_host / "
            "options.copy_to_device are not set (needed to stage through host mirrors)";
@@ -179,13 +183,15 @@ void EngineImpl::agree_on_groups(const std::string& local_error) {
   max_min(comm_.get(), ks, mx, mn);
   for (std::size_t i = 0; i < ks.size(); ++i)
     if (mx[i] != mn[i])
-      throw Error(prefix + "ranks disagree on " + (i < G ? "k" : "the dense size (collective)") +
-                  " of group " + std::to_string(i % G) + " (" + std::to_string(mn[i]) + " to " +
+      throw Error(prefix + "ranks disagree on " +
+                  (i < G ? "k" : "the collective (dense or sparse-allreduce size)") + " of group " +
+                  std::to_string(i % G) + " (" + std::to_string(mn[i]) + " to " +
                   std::to_string(mx[i]) + "; rank " + std::to_string(rank_) + " has " +
                   std::to_string(ks[i]) + ")");
 }
 
-/// Counts and displacements once (fixed mode), host mirrors when staging.
+/// Counts and displacements once (fixed mode), host mirrors when staging; collective (a
+/// phased wire's communicator), after agree_on_groups.
 void EngineImpl::init_groups() {
   const auto P = static_cast<std::size_t>(ranks_);
   for (int g = 0; g < num_groups_; ++g) {
@@ -197,14 +203,13 @@ void EngineImpl::init_groups() {
     s.send_count = k;
     s.total = k * ranks_;
     s.last_submit_s = s.last_post_s = s.last_complete_s = epoch_s_;
-    s.wire->init(staging_, ranks_);
+    s.wire->init(wire_ctx_, staging_, ranks_);
   }
 }
 
 /// Everything the driver and the owner use per iteration, allocated once here.
 void EngineImpl::init_driver_state() {
   const auto G = static_cast<std::size_t>(num_groups_);
-  wire_ctx_ = {comm_.get(), pair_type_.get()};
   requests_.assign(G, MPI_REQUEST_NULL);
   testsome_indices_.assign(G, 0);
   testsome_statuses_.resize(G);

@@ -66,6 +66,17 @@ std::optional<bool> read_abort_on_timeout() {
   return a == "abort";
 }
 
+std::optional<SparseExchange> read_sparse_exchange() {
+  const char* v = env_value("OMGS_SPARSE_EXCHANGE");
+  if (v == nullptr) return std::nullopt;
+  try {
+    return parse_sparse_exchange(v);
+  } catch (const Error&) {
+    throw Error(std::string("omgs: OMGS_SPARSE_EXCHANGE='") + v +
+                "' is not 'allgather', 'allreduce' or 'automatic'");
+  }
+}
+
 }  // namespace
 
 const char* env_value(const char* name) noexcept {
@@ -92,6 +103,7 @@ RuntimeEnvironment read_runtime_environment() {
   env.max_replans = read_count("OMGS_MAX_REPLANS");
   env.replan_min_gain = read_replan_min_gain();
   env.abort_on_timeout = read_abort_on_timeout();
+  env.sparse_exchange = read_sparse_exchange();
   return env;
 }
 

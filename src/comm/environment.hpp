@@ -7,6 +7,7 @@
 
 #include <omgs/comm.hpp>
 #include <omgs/export.hpp>
+#include <omgs/plan.hpp>
 
 namespace omgs::detail {
 
@@ -20,15 +21,16 @@ void apply_progress_environment(PinOption& pin, GpuAwareMpi& gpu_aware, std::str
 
 /// Every OMGS_* variable the runtime honours, checked; a variable unset or empty is absent.
 struct RuntimeEnvironment {
-  std::optional<PinOption> progress_pin;     ///< OMGS_PROGRESS_CPU
-  std::optional<GpuAwareMpi> gpu_aware;      ///< OMGS_GPU_AWARE_MPI
-  std::optional<std::string> trace_path;     ///< OMGS_TRACE
-  std::optional<double> wait_timeout_s;      ///< OMGS_TIMEOUT_S: > 0
-  std::optional<double> shutdown_timeout_s;  ///< OMGS_SHUTDOWN_TIMEOUT_S: > 0
-  std::optional<int> refit_iterations;       ///< OMGS_REFIT_ITERATIONS: in [0, 1000000]
-  std::optional<int> max_replans;            ///< OMGS_MAX_REPLANS: in [0, 1000000]
-  std::optional<double> replan_min_gain;     ///< OMGS_REPLAN_MIN_GAIN: finite, >= 0
-  std::optional<bool> abort_on_timeout;      ///< OMGS_ON_TIMEOUT: "abort" (true) or "report"
+  std::optional<PinOption> progress_pin;          ///< OMGS_PROGRESS_CPU
+  std::optional<GpuAwareMpi> gpu_aware;           ///< OMGS_GPU_AWARE_MPI
+  std::optional<std::string> trace_path;          ///< OMGS_TRACE
+  std::optional<double> wait_timeout_s;           ///< OMGS_TIMEOUT_S: > 0
+  std::optional<double> shutdown_timeout_s;       ///< OMGS_SHUTDOWN_TIMEOUT_S: > 0
+  std::optional<int> refit_iterations;            ///< OMGS_REFIT_ITERATIONS: in [0, 1000000]
+  std::optional<int> max_replans;                 ///< OMGS_MAX_REPLANS: in [0, 1000000]
+  std::optional<double> replan_min_gain;          ///< OMGS_REPLAN_MIN_GAIN: finite, >= 0
+  std::optional<bool> abort_on_timeout;           ///< OMGS_ON_TIMEOUT: "abort" (true) or "report"
+  std::optional<SparseExchange> sparse_exchange;  ///< OMGS_SPARSE_EXCHANGE
 };
 
 /// Reads the variables in the order of RuntimeEnvironment's fields; throws omgs::Error

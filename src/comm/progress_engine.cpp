@@ -1,8 +1,9 @@
 // The progress engine's driver: one collective per merged group, the one its wire posts
-// (wire.hpp: the pairs' MPI_Iallgatherv, a dense group's MPI_Iallreduce; all on the same
-// communicator), in plan order, by a (pinned) progress thread or, in inline mode, by the
-// owner's own calls; completions tested and handed back. The owner's side is in engine_owner.cpp,
-// the set-up in engine_setup.cpp, the watchdog protocol in watchdog.cpp.
+// (wire.hpp: the pairs' MPI_Iallgatherv, a dense group's MPI_Iallreduce, on the same
+// communicator; a sparse allreduce's steps on its own, advanced beside them), in plan order, by a
+// (pinned) progress thread or, in inline mode, by the owner's own calls; completions tested and
+// handed back. The owner's side is in engine_owner.cpp, the set-up in engine_setup.cpp, the
+// watchdog protocol in watchdog.cpp.
 #include <omgs/comm.hpp>
 
 #include <algorithm>
@@ -68,6 +69,7 @@ bool EngineImpl::step() noexcept {
     did = true;
   }
   if (inflight_ > 0 && test_inflight()) did = true;
+  if (phased_inflight_ > 0 && advance_phased()) did = true;
   if (service_watchdog()) did = true;
   return did;
 }
@@ -112,6 +114,30 @@ bool EngineImpl::test_inflight() noexcept {
     on_request_done(g);
   }
   return outcount > 0;
+}
+
+/// Phased wires in flight (a sparse allreduce's steps): each advances without blocking; true
+/// if any completed. A failed one breaks the engine like a collective completed in error.
+bool EngineImpl::advance_phased() noexcept {
+  bool any = false;
+  for (int g = 0; g < num_groups_; ++g) {
+    GroupState& s = groups_[static_cast<std::size_t>(g)];
+    if (!s.phased) continue;
+    bool done = false;
+    const int rc = s.wire->advance(s, done);
+    if (rc != MPI_SUCCESS) {
+      note_mpi_error(rc);
+      s.failed = true;
+      broken_ = true;
+      done = true;
+    }
+    if (!done) continue;
+    s.phased = false;
+    --phased_inflight_;
+    on_request_done(g);
+    any = true;
+  }
+  return any;
 }
 
 void EngineImpl::note_mpi_error(int code) noexcept {
@@ -179,6 +205,10 @@ bool EngineImpl::post_data(int g) noexcept {
     return false;
   }
   s.counts_phase = false;
+  if (s.wire->phased()) {
+    s.phased = true;
+    ++phased_inflight_;
+  }
   collectives_posted_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -241,7 +271,7 @@ bool EngineImpl::service_watchdog() noexcept {
 /// number it will get in plan order.
 std::uint64_t EngineImpl::exchange_number(int g) const noexcept {
   const GroupState& s = groups_[static_cast<std::size_t>(g)];
-  if (requests_[static_cast<std::size_t>(g)] != MPI_REQUEST_NULL || s.counts_ready)
+  if (requests_[static_cast<std::size_t>(g)] != MPI_REQUEST_NULL || s.counts_ready || s.phased)
     return s.post_seq.load(std::memory_order_relaxed);
   const std::uint64_t cycle = g >= next_post_ ? cycle_ : cycle_ + 1;
   return cycle * static_cast<std::uint64_t>(num_groups_) + static_cast<std::uint64_t>(g) + 1;

@@ -1,8 +1,9 @@
 // Internal: how one group's data travels, one implementation per collective
 // (wire_allgatherv.cpp: the pairs' MPI_Iallgatherv; wire_allreduce.cpp: the dense sum's
-// MPI_Iallreduce). The driver posts whatever a group's wire posts, in plan order; it never
-// asks which collective a group uses. make_wire() is the one place that maps a caller's
-// GroupBuffers to its wire (docs/architecture.md, "Adding a collective").
+// MPI_Iallreduce; wire_sparse_allreduce.cpp: the phased sparse allreduce). The driver posts
+// whatever a group's wire posts, in plan order; it never asks which collective a group uses.
+// make_wire() is the one place that maps a caller's GroupBuffers to its wire (docs/architecture.md,
+// "Adding a collective").
 #pragma once
 
 #include <mpi.h>
@@ -36,14 +37,30 @@ class Wire {
   virtual std::uint64_t extent() const noexcept = 0;
   /// Variable-count mode: whether the counts are exchanged before the data.
   virtual bool exchanges_counts() const noexcept = 0;
-  /// At set-up: host mirrors when the buffers are on the device and MPI is not GPU-aware.
-  virtual void init(bool staging, int ranks) = 0;
+  /// Whether the exchange must run on host buffers (staged when they are on the device,
+  /// GPU-aware MPI or not).
+  virtual bool host_only() const noexcept { return false; }
+  /// At set-up, on every rank in group order (collective for a wire that makes its own
+  /// communicator): host mirrors when the buffers are on the device and MPI is not
+  /// GPU-aware.
+  virtual void init(const WireContext& ctx, bool staging, int ranks) = 0;
   /// [S] submit(): this rank's `count` items to the host mirror (staging only).
   virtual void stage_out(const CopyFunction& to_host, std::size_t count) noexcept = 0;
   /// [O] after completion: what arrived back to the device (staging only).
   virtual void stage_in(const CopyFunction& to_device, const GroupState& s) noexcept = 0;
   /// [P] posts the group's data collective; returns MPI's code.
   virtual int post(const WireContext& ctx, const GroupState& s, MPI_Request* req) noexcept = 0;
+  /// A phased wire runs its exchange as several steps on a communicator of its own: post()
+  /// starts it and leaves *req null, and the driver calls advance() on every pass, beside
+  /// MPI_Testsome, until it is done. Other wires complete their one request.
+  virtual bool phased() const noexcept { return false; }
+  /// [P] phased wires: advances without blocking. MPI_SUCCESS (done says whether the
+  /// exchange is complete; then s.total and s.dropped are set), or an error code: the
+  /// exchange failed.
+  virtual int advance(GroupState& /*s*/, bool& done) noexcept {
+    done = true;
+    return MPI_SUCCESS;
+  }
   /// Bytes of the exchange just completed: this rank's contribution, and what it received.
   virtual std::uint64_t bytes_sent(const GroupState& s) const noexcept = 0;
   virtual std::uint64_t bytes_received(const GroupState& s) const noexcept = 0;
@@ -55,6 +72,10 @@ std::unique_ptr<Wire> allgatherv_pairs_wire(const GroupBuffers& b);
 /// The floats of every rank summed on every rank (MPI_Iallreduce, MPI_SUM): the dense_*
 /// buffers of `b`.
 std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b);
+
+/// The sparse allreduce of every rank's pairs (SparseAllreduce, phased): send, recv,
+/// dropped, k and sparse_numel of `b`.
+std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b);
 
 /// The registration: the wire that a GroupBuffers describes.
 std::unique_ptr<Wire> make_wire(const GroupBuffers& b);

@@ -30,7 +30,7 @@ class AllgathervPairs final : public Wire {
   std::uint64_t extent() const noexcept override { return 0; }
   bool exchanges_counts() const noexcept override { return true; }
 
-  void init(bool staging, int ranks) override {
+  void init(const WireContext& /*ctx*/, bool staging, int ranks) override {
     mpi_send_ = send_;
     mpi_recv_ = recv_;
     if (!staging) return;

@@ -28,7 +28,7 @@ class AllreduceSum final : public Wire {
   std::uint64_t extent() const noexcept override { return numel_; }
   bool exchanges_counts() const noexcept override { return false; }
 
-  void init(bool staging, int /*ranks*/) override {
+  void init(const WireContext& /*ctx*/, bool staging, int /*ranks*/) override {
     mpi_send_ = send_;
     mpi_recv_ = recv_;
     if (!staging) return;

@@ -6,24 +6,19 @@
 // residual, so no gradient mass is lost.
 #include <omgs/detail/kokkos_helpers.hpp>
 
-#include "comm/clock.hpp"
-#include "runtime/exchange_kernels.hpp"
-#include "runtime/group_exchange.hpp"
+#include "runtime/exchange_topk.hpp"
 
 namespace omgs::detail {
 
 namespace {
 
-class AllgatherExchange final : public GroupExchange {
+class AllgatherExchange final : public TopkExchange {
  public:
   AllgatherExchange(GroupSlice slice, double density, ExchangeContext& ctx)
-      : GroupExchange(std::move(slice), ctx), k_(selected_count(slice_.numel, density)) {
-    send_ = kernels::PairView("omgs::send_pairs", k_);
+      : TopkExchange(std::move(slice), density, ctx) {
     recv_ = kernels::PairView("omgs::recv_pairs", k_ * static_cast<std::size_t>(ctx.ranks));
   }
 
-  std::size_t k() const noexcept override { return k_; }
-  const std::string& region() const override { return OMGS_LABEL("omgs::sparsify"); }
   GroupBuffers wire() const override { return {send_.data(), recv_.data(), k_}; }
   std::size_t bytes_sent() const noexcept override { return k_ * sizeof(SparsePair); }
   std::size_t bytes_received() const noexcept override {
@@ -34,76 +29,39 @@ class AllgatherExchange final : public GroupExchange {
   }
 
   void prepare(IterationStats& st) override {
-    const auto r = range();
-    FlatBuffers& f = flat();
-    const std::size_t g = slice_.g;
-    // The one-read form: the new residual goes to the group's other buffer, which becomes
-    // current on success; on failure the current one is untouched and stays current.
-    const TopkResult res = ctx_.selector->select_with_feedback(
-        Kokkos::subview(f.grad, r), Kokkos::subview(ctx_.resid_of(g), r),
-        Kokkos::subview(ctx_.resid_next(g), r), k_, ctx_.sel_index, ctx_.sel_value);
-    failed_here_ = !res.ok();
-    if (!failed_here_) ctx_.swapped[g] ^= 1;
-    if (failed_here_) st.nonfinite += res.nonfinite;
-    kernels::pack_pairs(exec(), send_, 0, ctx_.sel_index, ctx_.sel_value, k_, failed_here_);
+    select_and_pack(st);
     detail::fence(exec());  // the pairs are complete before MPI sees them
   }
 
   void complete(WaitStatus w, GroupReport r) override {
-    IterationStats& st = r.stats;
     if (w != WaitStatus::ok) {
       // MPI failed the collective (or it was never submitted): its pairs are not valid.
       skip();
-      if (st.status != Status::ok) return;
-      st.status = Status::comm_failed;
-      st.failed_group = static_cast<int>(slice_.g);
-      r.error = "omgs: finish(): the allgather of " + slice_.label + " " + collective_failure(w) +
-                "; this rank's selection was kept in its residual";
+      report_failure(r, Status::comm_failed,
+                     "omgs: finish(): the allgather of " + slice_.label + " " +
+                         collective_failure(w) +
+                         "; this rank's selection was kept in its residual");
       return;
     }
     const int bad = kernels::count_failed_blocks(exec(), recv_, 0, k_, ctx_.ranks, ctx_.bad_blocks,
                                                  ctx_.bad_blocks_host);
     if (bad == 0) {
-      aggregate(r);
+      aggregate(r, recv_, k_ * static_cast<std::size_t>(ctx_.ranks));
+      r.stats.bytes_received += bytes_received();
       return;
     }
     // Some rank could not contribute: no rank applies this group; healthy ranks keep their
     // selection in the residual, so no gradient mass is lost.
     skip();
-    if (st.status != Status::ok) return;
-    st.status = Status::nonfinite_gradient;
-    st.failed_group = static_cast<int>(slice_.g);
-    r.error = "omgs: " + slice_.label + " held non-finite values on " + std::to_string(bad) +
-              " rank(s) (" + std::to_string(st.nonfinite) +
-              " non-finite values in this rank's groups of this iteration); the step is "
-              "skipped for it on every rank";
+    report_failure(r, Status::nonfinite_gradient,
+                   "omgs: " + slice_.label + " held non-finite values on " + std::to_string(bad) +
+                       " rank(s) (" + std::to_string(r.stats.nonfinite) +
+                       " non-finite values in this rank's groups of this iteration); the step is "
+                       "skipped for it on every rank");
   }
 
  private:
-  void aggregate(GroupReport& r) {
-    Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::aggregate"));
-    const double t0 = now_s();
-    r.agg_start_s = t0;
-    const float scale = 1.0f / static_cast<float>(ctx_.ranks);
-    kernels::scatter_add(exec(), recv_, 0, k_ * static_cast<std::size_t>(ctx_.ranks), flat().agg,
-                         slice_.offset, slice_.numel, scale);
-    r.stats.bytes_received += bytes_received();
-    r.agg_end_s = now_s();  // launched (complete on host back-ends; finish() fences once)
-    r.stats.aggregate_s += r.agg_end_s - t0;
-    Kokkos::Profiling::popRegion();
-  }
-
-  /// Not applied on this rank: this rank's selection goes back into its residual (unless
-  /// select failed and left the residual untouched) and the aggregated slot is zero.
-  void skip() {
-    if (!failed_here_)
-      kernels::add_back(exec(), send_, 0, k_, ctx_.resid_of(slice_.g), slice_.offset);
-    zero_aggregate();
-  }
-
-  std::size_t k_;
-  kernels::PairView send_, recv_;  // k pairs, P * k pairs
-  bool failed_here_ = false;       // this rank could not contribute in this iteration
+  kernels::PairView recv_;  // P * k pairs
 };
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
+#include <limits>
+
 namespace omgs::detail::kernels {
 
 void pack_pairs(const ExecSpace& exec, PairView send, std::size_t offset,
@@ -34,6 +36,34 @@ int count_failed_blocks(const ExecSpace& exec, PairView recv, std::size_t offset
   Kokkos::deep_copy(exec, count_host, count);
   detail::fence(exec);
   return count_host(0);
+}
+
+void poison_pairs(const ExecSpace& exec, PairView send, std::size_t k) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::runtime::poison"), range_policy(exec, 0, static_cast<std::int64_t>(k)),
+      KOKKOS_LAMBDA(const std::size_t i) {
+        SparsePair p;
+        p.index = static_cast<std::uint32_t>(i);
+        p.value = nan;
+        send(i) = p;
+      });
+}
+
+int count_nonfinite_pairs(const ExecSpace& exec, PairView recv, std::size_t count,
+                          Kokkos::View<int*, DeviceMemory> bad,
+                          Kokkos::View<int*, DeviceMemory>::HostMirror bad_host) {
+  if (count == 0) return 0;
+  fill_zero(exec, bad);
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::runtime::check_survivors"),
+      range_policy(exec, 0, static_cast<std::int64_t>(count)), KOKKOS_LAMBDA(const std::size_t i) {
+        const float v = recv(i).value;
+        if (!(v - v == 0.0f)) Kokkos::atomic_add(&bad(0), 1);  // NaN or +-Inf
+      });
+  Kokkos::deep_copy(exec, bad_host, bad);
+  detail::fence(exec);
+  return bad_host(0);
 }
 
 void scatter_add(const ExecSpace& exec, PairView recv, std::size_t recv_offset, std::size_t count,

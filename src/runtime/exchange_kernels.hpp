@@ -28,6 +28,15 @@ int count_failed_blocks(const ExecSpace& exec, PairView recv, std::size_t offset
                         int ranks, Kokkos::View<int*, DeviceMemory> count,
                         Kokkos::View<int*, DeviceMemory>::HostMirror count_host);
 
+/// A rank that cannot contribute to a sparse allreduce sends send[i] = (i, NaN), i < k: NaN
+/// survives the global selection, so every rank sees it (k <= the group's size).
+void poison_pairs(const ExecSpace& exec, PairView send, std::size_t k);
+
+/// How many of recv[0, count) have a non-finite value (counter and mirror as above).
+int count_nonfinite_pairs(const ExecSpace& exec, PairView recv, std::size_t count,
+                          Kokkos::View<int*, DeviceMemory> bad,
+                          Kokkos::View<int*, DeviceMemory>::HostMirror bad_host);
+
 /// agg[group] = 0, then agg[group_offset + index] += value * scale for `count` pairs.
 void scatter_add(const ExecSpace& exec, PairView recv, std::size_t recv_offset, std::size_t count,
                  GradientView agg, std::size_t group_offset, std::size_t numel, float scale);

@@ -14,8 +14,7 @@ std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice s
     case Collective::dense:
       return make_allreduce_exchange(std::move(slice), ctx);
     case Collective::sparse_allreduce:
-      throw Error("omgs: " + slice.label +
-                  " uses the sparse allreduce, which the runtime cannot exchange yet");
+      return make_sparse_allreduce_exchange(std::move(slice), density, ctx);
   }
   throw Error("omgs: " + slice.label + " has an unknown collective (" +
               std::to_string(static_cast<int>(collective)) + ")");

@@ -1,6 +1,7 @@
 // Internal: one object per group of the plan in force that exchanges it, one
 // implementation per way of exchanging a group (exchange_allgather.cpp: top-k pairs by
-// MPI_Iallgatherv; exchange_allreduce.cpp: the dense gradient by MPI_Iallreduce). Each owns
+// MPI_Iallgatherv; exchange_sparse_allreduce.cpp: top-k pairs by the sparse allreduce;
+// exchange_allreduce.cpp: the dense gradient by MPI_Iallreduce). Each owns
 // its buffers and its k and does its part of the iteration; the runtime and the engine never
 // ask which collective a group uses. make_exchange() is the registration
 // (docs/architecture.md, "Adding a collective").
@@ -53,12 +54,13 @@ struct ExchangeContext {
 };
 
 /// Where a group's completion reports: the iteration's stats and error, its aggregate
-/// interval (NaN unless applied).
+/// interval (NaN unless applied); the engine that exchanged it (what arrived).
 struct GroupReport {
   IterationStats& stats;
   std::string& error;
   double& agg_start_s;
   double& agg_end_s;
+  const ProgressEngine& engine;
 };
 
 /// A group of the plan: its index, its elements in the flat buffers, its name in messages.
@@ -118,5 +120,7 @@ std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice s
 std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice slice, double density,
                                                        ExchangeContext& ctx);
 std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice, ExchangeContext& ctx);
+std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice, double density,
+                                                              ExchangeContext& ctx);
 
 }  // namespace omgs::detail

@@ -18,6 +18,7 @@ namespace omgs::detail {
 /// error (agreed by every rank) the instance in force stays, its engine restarted, and the
 /// error is rethrown.
 void RuntimeImpl::install_plan(Plan next) {
+  next = with_sparse_exchange(std::move(next));
   check_plan(next);
   std::unique_ptr<PlanInstance> built;
   std::string err;
@@ -45,6 +46,15 @@ void RuntimeImpl::install_plan(Plan next) {
   }
   instance_ = std::move(built);
   if (replacing) ++plan_generation;
+}
+
+/// With allgather or automatic the plan's collectives stand (automatic: the planner chose
+/// per group).
+Plan RuntimeImpl::with_sparse_exchange(Plan plan) const {
+  if (options.sparse_exchange != SparseExchange::allreduce) return plan;
+  for (Group& g : plan.groups)
+    if (g.collective == Collective::sparse) g.collective = Collective::sparse_allreduce;
+  return plan;
 }
 
 /// The exchanges of every group of `next`, and what they share; allocates, no collective.

@@ -191,7 +191,7 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
   current.status = plan.status;
   current.gap_bound_s = plan.gap_bound_s;
   current.status_note = plan.status_note;
-  Plan candidate = make_plan(options.planner, next_layers, *fitted, config);
+  Plan candidate = with_sparse_exchange(make_plan(options.planner, next_layers, *fitted, config));
   rep.predicted_current_s = current.predicted.iteration_end_s;
   rep.predicted_candidate_s = candidate.predicted.iteration_end_s;
   rep.candidate_groups = candidate.groups.size();

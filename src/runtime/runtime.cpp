@@ -162,7 +162,8 @@ IterationStats RuntimeImpl::timed_out(std::size_t g) {
 void RuntimeImpl::complete_group(std::size_t g, WaitStatus w) {
   PlanInstance& p = *instance_;
   p.group_done[g] = 1;
-  p.exchanges[g]->complete(w, GroupReport{current, last_error, p.agg_start_s[g], p.agg_end_s[g]});
+  p.exchanges[g]->complete(
+      w, GroupReport{current, last_error, p.agg_start_s[g], p.agg_end_s[g], *p.engine});
 }
 
 /// Every group is dealt with: the measured timeline, the stats, and the state of the next

@@ -170,7 +170,13 @@ class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
   void check_agreement();
   void make_model();
   /// The planners' configuration, from the options (the one place it is built).
-  PlanConfig plan_config() const { return {size, options.density, options.threshold_numel}; }
+  PlanConfig plan_config() const {
+    PlanConfig c{size, options.density, options.threshold_numel};
+    c.sparse_exchange = options.sparse_exchange;
+    return c;
+  }
+  /// sparse_exchange = allreduce: the plan's sparse groups become sparse allreduces.
+  Plan with_sparse_exchange(Plan plan) const;
   void check_plan(const Plan& plan);
   Plan initial_plan();
   void stop_at_finalize();

@@ -48,6 +48,7 @@ void apply_environment(RuntimeOptions& o) {
   apply_if_set(o.refit_iterations, env.refit_iterations);
   apply_if_set(o.max_replans, env.max_replans);
   apply_if_set(o.replan_min_gain, env.replan_min_gain);
+  apply_if_set(o.sparse_exchange, env.sparse_exchange);
   if (env.abort_on_timeout)
     o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
 }
@@ -217,7 +218,8 @@ void RuntimeImpl::check_agreement() {
                                            static_cast<std::uint64_t>(options.profile_iterations),
                                            static_cast<std::uint64_t>(options.refit_iterations),
                                            static_cast<std::uint64_t>(options.max_replans),
-                                           double_bits(options.replan_min_gain)};
+                                           double_bits(options.replan_min_gain),
+                                           static_cast<std::uint64_t>(options.sparse_exchange)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -245,7 +247,8 @@ void RuntimeImpl::check_agreement() {
                         "profile_iterations",
                         "refit_iterations",
                         "max_replans",
-                        "replan_min_gain"};
+                        "replan_min_gain",
+                        "sparse_exchange"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +

@@ -14,6 +14,42 @@ static float value(int rank, size_t l, size_t i, int it) {
   return (float)(rank + 1) + 0.5f * (float)l + 0.001f * (float)(i % 10) + (float)it;
 }
 
+static void iterate(omgs_runtime* rt, const omgs_layer* layers, int rank, int size, int allgather) {
+  size_t n = 0;
+  for (int it = 0; it < 3; ++it) {
+    EXPECT(omgs_begin_backward(rt) == OMGS_OK);
+    for (size_t l = 3; l-- > 0;) {
+      float* g = omgs_gradient(rt, l, &n); /* host memory in this (host) build */
+      EXPECT(g != NULL && n == layers[l].numel);
+      for (size_t i = 0; i < n; ++i) g[i] = value(rank, l, i, it);
+      EXPECT(omgs_ready(rt, l) == OMGS_OK);
+    }
+    EXPECT(omgs_ready(rt, 0) == OMGS_ALREADY_READY);
+    omgs_iteration_stats st;
+    const int rc = omgs_finish(rt, &st);
+    EXPECT(rc == OMGS_OK && st.status == OMGS_OK && st.iteration == (uint64_t)it);
+    /* The allgather sends every pair; the sparse allreduce a rank's pairs outside its
+     * region, histograms and counts. */
+    EXPECT(allgather ? st.bytes_sent == 8 * (1000 + 300 + 10) : size == 1 || st.bytes_sent > 0);
+    EXPECT(st.sparsify_cpu_s > 0 && st.sparsify_cpu_s <= st.sparsify_s + 1e-3);
+    for (size_t l = 0; l < 3; ++l) {
+      const float* a = omgs_aggregated(rt, l, &n);
+      const float* r = omgs_residual(rt, l, NULL);
+      for (size_t i = 0; i < n; ++i) {
+        double mean = 0;
+        for (int q = 0; q < size; ++q) mean += value(q, l, i, it);
+        mean /= size;
+        if (fabs(a[i] - mean) > 1e-4 * fabs(mean)) {
+          fprintf(stderr, "rank %d it %d layer %zu [%zu]: %g != %g\n", rank, it, l, i, a[i], mean);
+          ++failures;
+          break;
+        }
+        EXPECT(r[i] == 0.0f); /* everything was sent */
+      }
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   int provided = 0, rank = 0, size = 1;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -79,36 +115,7 @@ int main(int argc, char** argv) {
     if (rank == 0) printf("C API test passed (device buffers: iteration checks skipped)\n");
     return failures ? 1 : 0;
   }
-  for (int it = 0; it < 3; ++it) {
-    EXPECT(omgs_begin_backward(rt) == OMGS_OK);
-    for (size_t l = 3; l-- > 0;) {
-      float* g = omgs_gradient(rt, l, &n); /* host memory in this (host) build */
-      EXPECT(g != NULL && n == layers[l].numel);
-      for (size_t i = 0; i < n; ++i) g[i] = value(rank, l, i, it);
-      EXPECT(omgs_ready(rt, l) == OMGS_OK);
-    }
-    EXPECT(omgs_ready(rt, 0) == OMGS_ALREADY_READY);
-    omgs_iteration_stats st;
-    rc = omgs_finish(rt, &st);
-    EXPECT(rc == OMGS_OK && st.status == OMGS_OK && st.iteration == (uint64_t)it);
-    EXPECT(st.bytes_sent == 8 * (1000 + 300 + 10));
-    EXPECT(st.sparsify_cpu_s > 0 && st.sparsify_cpu_s <= st.sparsify_s + 1e-3);
-    for (size_t l = 0; l < 3; ++l) {
-      const float* a = omgs_aggregated(rt, l, &n);
-      const float* r = omgs_residual(rt, l, NULL);
-      for (size_t i = 0; i < n; ++i) {
-        double mean = 0;
-        for (int q = 0; q < size; ++q) mean += value(q, l, i, it);
-        mean /= size;
-        if (fabs(a[i] - mean) > 1e-4 * fabs(mean)) {
-          fprintf(stderr, "rank %d it %d layer %zu [%zu]: %g != %g\n", rank, it, l, i, a[i], mean);
-          ++failures;
-          break;
-        }
-        EXPECT(r[i] == 0.0f); /* everything was sent */
-      }
-    }
-  }
+  iterate(rt, layers, rank, size, 1);
   char svg[64];
   snprintf(svg, sizeof svg, "omgs_c_api_%d.svg", rank);
   EXPECT(omgs_write_svg(rt, svg) == OMGS_OK);
@@ -118,6 +125,17 @@ int main(int argc, char** argv) {
   EXPECT(omgs_write_trace(rt, NULL) == OMGS_ERROR_SETUP); /* no trace path configured */
   omgs_destroy(rt);
   omgs_destroy(NULL);
+
+  /* The sparse allreduce (density 1: every entry survives, the mean again); a bad name is
+   * refused on every rank. */
+  EXPECT(strcmp(opt.sparse_exchange, "allgather") == 0);
+  opt.sparse_exchange = rank == 0 ? "sparse" : "allreduce";
+  EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_ERROR_SETUP);
+  EXPECT(rank != 0 || strstr(omgs_last_error(NULL), "unknown sparse exchange 'sparse'") != NULL);
+  opt.sparse_exchange = "allreduce";
+  EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_OK);
+  iterate(rt, layers, rank, size, 0);
+  omgs_destroy(rt);
 
   omgs_kokkos_finalize();
   int any = 0;

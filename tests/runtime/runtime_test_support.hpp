@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -56,6 +57,31 @@ inline std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+/// No gradient mass lost: per entry of every layer, the sum over ranks of every gradient
+/// (`grad_sum`, this rank's) equals P * the sum of the aggregated gradients (`applied`,
+/// already times P) plus the sum over ranks of the residuals. Collective; true if it holds
+/// within `margin` everywhere (else `where` names the first entry that does not).
+inline bool mass_conserved(omgs::Runtime& rt, const std::vector<std::vector<double>>& grad_sum,
+                           const std::vector<std::vector<double>>& applied, double margin,
+                           std::string& where) {
+  for (std::size_t l = 0; l < rt.num_layers(); ++l) {
+    const auto r = to_host(rt.residual(l));
+    std::vector<double> local(r.begin(), r.end()), global(r.size()), grads(r.size());
+    MPI_Allreduce(local.data(), global.data(), static_cast<int>(r.size()), MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
+    MPI_Allreduce(grad_sum[l].data(), grads.data(), static_cast<int>(r.size()), MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
+    for (std::size_t i = 0; i < r.size(); ++i)
+      if (!(std::abs(global[i] + applied[l][i] - grads[i]) <= margin)) {
+        where = "layer " + std::to_string(l) + " entry " + std::to_string(i) + ": residuals " +
+                std::to_string(global[i]) + " + applied " + std::to_string(applied[l][i]) +
+                " != gradients " + std::to_string(grads[i]);
+        return false;
+      }
+  }
+  return true;
 }
 
 }  // namespace omgs_test

@@ -1,0 +1,136 @@
+// The sparse allreduce's wire: every rank's pairs summed by region and the global top-k of
+// the sums gathered on every rank (SparseAllreduce, include/omgs/detail/sparse_allreduce.hpp).
+// It is phased: post() starts the exchange, and the driver advances it on every pass beside
+// MPI_Testsome until it is done, so its six steps never block the other groups. Its
+// communicator is its own (duplicated collectively at set-up, in group order), so its steps
+// need no place in the plan order of the engine's communicator. It runs on host buffers;
+// device buffers are staged.
+#include <omgs/detail/sparse_allreduce.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "comm/engine_impl.hpp"
+#include "comm/wire.hpp"
+
+namespace omgs::detail {
+
+namespace {
+
+// extent(): a sparse-allreduce group is told apart from a dense group of the same size.
+constexpr std::uint64_t sparse_allreduce_tag = std::uint64_t{1} << 62;
+
+class SparseAllreduceWire final : public Wire {
+ public:
+  explicit SparseAllreduceWire(const GroupBuffers& b)
+      : send_(b.send), recv_(b.recv), dropped_(b.dropped), k_(b.k), n_(b.sparse_numel) {}
+
+  std::string check(int g, int ranks) const override {
+    const std::string group = "group " + std::to_string(g) + ": ";
+    const unsigned long long total = static_cast<unsigned long long>(k_) * ranks;
+    if (total > static_cast<unsigned long long>(INT_MAX))
+      return group + "k = " + std::to_string(k_) + " pairs x " + std::to_string(ranks) +
+             " ranks overflows MPI's int count";
+    if (n_ > (std::uint64_t{1} << 32))
+      return group + "sparse_numel = " + std::to_string(n_) + " is over 2^32 (indices are 32-bit)";
+    if (k_ > 0 && (send_ == nullptr || recv_ == nullptr || dropped_ == nullptr))
+      return group + "a sparse-allreduce group needs non-null send, recv and dropped";
+    return "";
+  }
+  std::size_t k() const noexcept override { return k_; }
+  std::uint64_t extent() const noexcept override { return sparse_allreduce_tag | n_; }
+  bool exchanges_counts() const noexcept override { return false; }
+  bool host_only() const noexcept override { return true; }
+  bool phased() const noexcept override { return true; }
+
+  void init(const WireContext& ctx, bool staging, int ranks) override {
+    // The ranks agreed on n and k (agree_on_groups): the constructor's check cannot fail.
+    exchange_ = std::make_unique<SparseAllreduce>(ctx.comm, n_, k_);
+    staging_ = staging;
+    capacity_ = k_ * static_cast<std::size_t>(ranks);
+    if (staging) host_send_.resize(k_);
+  }
+  void stage_out(const CopyFunction& to_host, std::size_t count) noexcept override {
+    if (count > 0) to_host(host_send_.data(), send_, count * sizeof(SparsePair));
+  }
+  void stage_in(const CopyFunction& to_device, const GroupState& s) noexcept override {
+    if (s.failed) return;
+    if (s.total > 0)
+      to_device(recv_, exchange_->survivors().data(),
+                static_cast<std::size_t>(s.total) * sizeof(SparsePair));
+    if (s.dropped > 0)
+      to_device(dropped_, exchange_->dropped().data(),
+                static_cast<std::size_t>(s.dropped) * sizeof(SparsePair));
+  }
+  int post(const WireContext& /*ctx*/, const GroupState& s, MPI_Request* req) noexcept override {
+    *req = MPI_REQUEST_NULL;
+    try {
+      exchange_->start(staging_ ? host_send_.data() : send_,
+                       static_cast<std::size_t>(s.send_count));
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+    return MPI_SUCCESS;
+  }
+  int advance(GroupState& s, bool& done) noexcept override {
+    done = false;
+    try {
+      if (!exchange_->test()) return MPI_SUCCESS;
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+    const auto& survivors = exchange_->survivors();
+    const auto& dropped = exchange_->dropped();
+    // The survivors are among the P ranks' pairs (<= P k), the dropped among ours (<= k).
+    if (survivors.size() > capacity_ || dropped.size() > k_)
+      return fail("omgs: sparse allreduce: " + std::to_string(survivors.size()) + " survivors or " +
+                  std::to_string(dropped.size()) + " dropped pairs exceed the buffers");
+    s.total = static_cast<int>(survivors.size());
+    s.dropped = static_cast<int>(dropped.size());
+    std::fill(s.counts.begin(), s.counts.end(), 0);
+    std::fill(s.displs.begin(), s.displs.end(), 0);
+    if (!staging_) {  // host buffers: the owner reads them after the completion is popped
+      if (!survivors.empty())
+        std::memcpy(recv_, survivors.data(), survivors.size() * sizeof(SparsePair));
+      if (!dropped.empty())
+        std::memcpy(dropped_, dropped.data(), dropped.size() * sizeof(SparsePair));
+    }
+    done = true;
+    return MPI_SUCCESS;
+  }
+  std::uint64_t bytes_sent(const GroupState& s) const noexcept override {
+    return s.failed ? 0 : exchange_->stats().bytes_sent;
+  }
+  std::uint64_t bytes_received(const GroupState& s) const noexcept override {
+    return s.failed ? 0 : exchange_->stats().bytes_received;
+  }
+
+ private:
+  /// The exchange's own error (a pair outside the group, an MPI step that failed) is named
+  /// on stderr: the engine reports only that the group failed.
+  static int fail(const std::string& what) noexcept {
+    std::fprintf(stderr, "%s\n", what.c_str());
+    return MPI_ERR_OTHER;
+  }
+
+  const SparsePair* send_;
+  SparsePair* recv_;
+  SparsePair* dropped_;
+  std::size_t k_;
+  std::uint64_t n_;
+  std::size_t capacity_ = 0;
+  bool staging_ = false;
+  std::vector<SparsePair> host_send_;  // staging mirror (empty unless staging)
+  std::unique_ptr<SparseAllreduce> exchange_;
+};
+
+}  // namespace
+
+std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b) {
+  return std::make_unique<SparseAllreduceWire>(b);
+}
+
+}  // namespace omgs::detail

@@ -1,0 +1,95 @@
+// The sparse-allreduce exchange (Collective::sparse_allreduce): each rank selects and packs
+// the group's top-k with error feedback as the allgather does; the engine's sparse
+// allreduce (src/comm/wire_sparse_allreduce.cpp) sums the pairs by region and gathers the
+// global top-k of the sums on every rank. finish() scatter-adds the survivors / P and puts
+// this rank's pairs that did not survive back into its residual, so no gradient mass is
+// lost. A rank that cannot contribute (non-finite values) sends NaN values, which survive
+// the global selection (the largest magnitude key) and are seen by every rank, so every rank
+// skips the group together, each keeping its selection in its residual.
+#include <omgs/detail/kokkos_helpers.hpp>
+
+#include "runtime/exchange_topk.hpp"
+
+namespace omgs::detail {
+
+namespace {
+
+class SparseAllreduceExchange final : public TopkExchange {
+ public:
+  SparseAllreduceExchange(GroupSlice slice, double density, ExchangeContext& ctx)
+      : TopkExchange(std::move(slice), density, ctx) {
+    // The survivors are among the P ranks' pairs: at most P k.
+    recv_ = kernels::PairView("omgs::sparse_allreduce_survivors",
+                              k_ * static_cast<std::size_t>(ctx.ranks));
+    dropped_ = kernels::PairView("omgs::sparse_allreduce_dropped", k_);
+  }
+
+  GroupBuffers wire() const override {
+    GroupBuffers b{send_.data(), recv_.data(), k_};
+    b.sparse_numel = slice_.numel;
+    b.dropped = dropped_.data();
+    return b;
+  }
+  // Known only once the exchange completes (it depends on where the pairs fall and how
+  // many survive): complete() reports the engine's count of this exchange.
+  std::size_t bytes_sent() const noexcept override { return 0; }
+  std::size_t bytes_received() const noexcept override { return 0; }
+  double predicted_s(const PerfModel& model, double density) const override {
+    // PerfModel has no sparse-allreduce term yet (the planner's half of issue 33): the
+    // allgather's prediction stands in.
+    return model.allgather_s(slice_.numel, ctx_.ranks, density);
+  }
+
+  void prepare(IterationStats& st) override {
+    select_and_pack(st);
+    if (failed_here_) kernels::poison_pairs(exec(), send_, k_);
+    detail::fence(exec());  // the pairs are complete before MPI sees them
+  }
+
+  void complete(WaitStatus w, GroupReport r) override {
+    const int g = static_cast<int>(slice_.g);
+    const GroupStats now = r.engine.group_stats(g);
+    r.stats.bytes_sent += now.bytes_sent - last_.bytes_sent;
+    r.stats.bytes_received += now.bytes_received - last_.bytes_received;
+    last_ = now;
+    if (w != WaitStatus::ok) {
+      skip();
+      report_failure(r, Status::comm_failed,
+                     "omgs: finish(): the sparse allreduce of " + slice_.label + " " +
+                         collective_failure(w) +
+                         "; this rank's selection was kept in its residual");
+      return;
+    }
+    const std::size_t survivors = r.engine.recv_total(g);
+    const int bad = kernels::count_nonfinite_pairs(exec(), recv_, survivors, ctx_.bad_blocks,
+                                                   ctx_.bad_blocks_host);
+    if (bad == 0) {
+      aggregate(r, recv_, survivors);
+      const std::size_t dropped = r.engine.dropped_total(g);
+      if (dropped > 0)
+        kernels::add_back(exec(), dropped_, 0, dropped, ctx_.resid_of(slice_.g), slice_.offset);
+      return;
+    }
+    // Every rank holds the same survivors, so every rank skips the group.
+    skip();
+    report_failure(r, Status::nonfinite_gradient,
+                   "omgs: " + slice_.label + " summed to " + std::to_string(bad) +
+                       " non-finite values in the sparse allreduce (" +
+                       std::to_string(r.stats.nonfinite) +
+                       " non-finite values in this rank's groups of this iteration); the step is "
+                       "skipped for it on every rank");
+  }
+
+ private:
+  kernels::PairView recv_, dropped_;  // P * k survivors, k of this rank's pairs
+  GroupStats last_;                   // the engine's cumulative counts at the last completion
+};
+
+}  // namespace
+
+std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice, double density,
+                                                              ExchangeContext& ctx) {
+  return std::make_unique<SparseAllreduceExchange>(std::move(slice), density, ctx);
+}
+
+}  // namespace omgs::detail

@@ -1,0 +1,229 @@
+// The runtime with sparse_exchange = allreduce (1, 2, 3, 4 and 8 ranks): every sparse group
+// is a sparse allreduce; every rank ends with the same aggregated gradient, equal to a
+// reference (every rank's host top-k, exchanged by a standalone SparseAllreduce fed the
+// same pairs, itself checked against the gathered pairs in test_sparse_allreduce.cpp); no
+// gradient mass is lost over many iterations of error feedback (zero gradients on some
+// ranks); the option agreed across ranks; OMGS_SPARSE_EXCHANGE; a non-finite gradient fails
+// the group on every rank.
+#include <omgs/detail/sparse_allreduce.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <omgs/runtime.hpp>
+
+#include "omgs_catch.hpp"
+#include "runtime_test_support.hpp"
+
+using omgs::SparsePair;
+using omgs::detail::SparseAllreduce;
+using omgs_test::copy_to;
+using omgs_test::fill_gradient;
+using omgs_test::to_host;
+using omgs_test::world_rank;
+using omgs_test::world_size;
+
+namespace {
+
+std::vector<omgs::LayerSpec> test_layers() {
+  return {{"embed", 3000, 2e-4}, {"conv1", 1200, 1e-4},    {"bn1", 16, 1e-6},
+          {"conv2", 5000, 3e-4}, {"fc.weight", 777, 5e-5}, {"fc.bias", 10, 1e-6}};
+}
+
+omgs::RuntimeOptions sar_options(double density) {
+  omgs::RuntimeOptions opt;
+  opt.density = density;
+  opt.perf_model = "calibrate";
+  opt.sparse_exchange = omgs::SparseExchange::allreduce;
+  opt.read_environment = false;
+  return opt;
+}
+
+/// Host reference of this rank's selection: the k largest |acc| (ties: lower index).
+std::vector<SparsePair> host_topk(const std::vector<float>& acc, std::size_t k) {
+  std::vector<std::uint32_t> order(acc.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return std::fabs(acc[a]) > std::fabs(acc[b]);
+  });
+  order.resize(k);
+  std::vector<SparsePair> out;
+  for (std::uint32_t i : order) out.push_back({i, acc[i]});
+  return out;
+}
+
+std::vector<float> group_values(omgs::Runtime& rt, const omgs::Group& gr, bool aggregated) {
+  std::vector<float> out;
+  for (std::size_t l = gr.begin; l < gr.end; ++l) {
+    const auto v = to_host(aggregated ? rt.aggregated(l) : rt.residual(l));
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+/// Whether `v` is the same, bit for bit, on every rank (rank 0's, broadcast).
+bool same_on_every_rank(std::vector<float> v) {
+  std::vector<float> root = v;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  int same = root == v;
+  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return same == 1;
+}
+
+}  // namespace
+
+TEST_CASE("sparse allreduce exchange: every rank the same aggregate, equal to the reference",
+          "[runtime][sparse_allreduce]") {
+  const int P = world_size();
+  omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), sar_options(0.03));
+  const std::size_t L = rt.num_layers(), G = rt.plan().groups.size();
+  std::vector<std::unique_ptr<SparseAllreduce>> ref;
+  for (std::size_t g = 0; g < G; ++g) {
+    REQUIRE(rt.plan().groups[g].collective == omgs::Collective::sparse_allreduce);
+    ref.push_back(std::make_unique<SparseAllreduce>(MPI_COMM_WORLD, rt.plan().groups[g].numel,
+                                                    rt.group_k(g)));
+  }
+  std::mt19937 rng(1234 + 17 * world_rank());
+  std::vector<std::vector<float>> resid(L);
+  for (std::size_t l = 0; l < L; ++l) resid[l].assign(rt.layers()[l].numel, 0.0f);
+  for (int it = 0; it < 5; ++it) {
+    std::vector<std::vector<float>> grad(L);
+    for (std::size_t l = L; l-- > 0;) {
+      fill_gradient(rt, l, rng, grad[l]);
+      REQUIRE(rt.ready(l) == omgs::Status::ok);
+    }
+    const omgs::IterationStats st = rt.finish();
+    REQUIRE(st.status == omgs::Status::ok);
+    if (P > 1) CHECK(st.bytes_sent > 0);
+    CHECK(st.bytes_received > 0);
+    for (std::size_t g = 0; g < G; ++g) {
+      const omgs::Group& gr = rt.plan().groups[g];
+      std::vector<float> acc;
+      for (std::size_t l = gr.begin; l < gr.end; ++l)
+        for (std::size_t i = 0; i < grad[l].size(); ++i) acc.push_back(resid[l][i] + grad[l][i]);
+      const std::vector<SparsePair> mine = host_topk(acc, rt.group_k(g));
+      ref[g]->start(mine.data(), mine.size());
+      REQUIRE(ref[g]->wait(60.0));
+      // The aggregate: the survivors / P. The residual: acc less this rank's selection, its
+      // dropped pairs put back.
+      std::vector<double> expect(acc.size(), 0.0);
+      for (const SparsePair& p : ref[g]->survivors()) expect[p.index] = p.value / P;
+      std::vector<float> expect_resid = acc;
+      for (const SparsePair& p : mine) expect_resid[p.index] = 0.0f;
+      for (const SparsePair& p : ref[g]->dropped()) expect_resid[p.index] += p.value;
+      const std::vector<float> got = group_values(rt, gr, true);
+      for (std::size_t i = 0; i < got.size(); ++i)
+        REQUIRE(got[i] == Approx(expect[i]).margin(1e-6));
+      CHECK(same_on_every_rank(got));
+      REQUIRE(group_values(rt, gr, false) == expect_resid);
+      std::size_t off = 0;
+      for (std::size_t l = gr.begin; l < gr.end; ++l)
+        for (std::size_t i = 0; i < grad[l].size(); ++i) resid[l][i] = expect_resid[off++];
+    }
+  }
+}
+
+TEST_CASE("sparse allreduce exchange: no gradient mass is lost over many iterations",
+          "[runtime][sparse_allreduce]") {
+  const int P = world_size(), me = world_rank();
+  for (const omgs::Planner planner : {omgs::Planner::mgs, omgs::Planner::layerwise}) {
+    omgs::RuntimeOptions opt = sar_options(0.01);
+    opt.planner = planner;
+    omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
+    const std::size_t L = rt.num_layers();
+    std::mt19937 rng(99 + me);
+    std::vector<std::vector<double>> grad_sum(L), applied(L);
+    for (std::size_t l = 0; l < L; ++l) {
+      grad_sum[l].assign(rt.layers()[l].numel, 0.0);
+      applied[l].assign(rt.layers()[l].numel, 0.0);
+    }
+    std::vector<float> g;
+    for (int it = 0; it < 40; ++it) {
+      for (std::size_t l = L; l-- > 0;) {
+        fill_gradient(rt, l, rng, g);
+        // Rank 0's small layers stay zero: its pairs there are zeros, regions empty of mass.
+        if (me == 0 && rt.layers()[l].numel < 100) {
+          std::fill(g.begin(), g.end(), 0.0f);
+          copy_to(rt.gradient(l), g);
+        }
+        for (std::size_t i = 0; i < g.size(); ++i) grad_sum[l][i] += g[i];
+        REQUIRE(rt.ready(l) == omgs::Status::ok);
+      }
+      REQUIRE(rt.finish().status == omgs::Status::ok);
+      for (std::size_t l = 0; l < L; ++l) {
+        const auto a = to_host(rt.aggregated(l));
+        for (std::size_t i = 0; i < a.size(); ++i) applied[l][i] += static_cast<double>(a[i]) * P;
+      }
+    }
+    std::string where;
+    const bool kept = omgs_test::mass_conserved(rt, grad_sum, applied, 1e-3, where);
+    INFO(where);
+    REQUIRE(kept);
+  }
+}
+
+TEST_CASE("sparse allreduce exchange: the option is agreed and read from the environment",
+          "[runtime][sparse_allreduce]") {
+  const int P = world_size(), me = world_rank();
+  if (P > 1) {
+    omgs::RuntimeOptions opt = sar_options(0.01);
+    if (me == 0) opt.sparse_exchange = omgs::SparseExchange::allgather;
+    CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, test_layers(), opt),
+                      Catch::Contains("ranks disagree on the option sparse_exchange"));
+  }
+  omgs::RuntimeOptions opt = sar_options(0.01);
+  opt.sparse_exchange = omgs::SparseExchange::allgather;
+  opt.read_environment = true;
+  ::setenv("OMGS_SPARSE_EXCHANGE", "allreduce", 1);
+  {
+    omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
+    for (const omgs::Group& g : rt.plan().groups)
+      CHECK(g.collective == omgs::Collective::sparse_allreduce);
+  }
+  ::setenv("OMGS_SPARSE_EXCHANGE", "sparse", 1);
+  CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, test_layers(), opt),
+                    Catch::Contains("OMGS_SPARSE_EXCHANGE='sparse'"));
+  ::unsetenv("OMGS_SPARSE_EXCHANGE");
+  // automatic honours the plan's collectives: the mgs planner plans allgathers.
+  opt.sparse_exchange = omgs::SparseExchange::automatic;
+  omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
+  for (const omgs::Group& g : rt.plan().groups) CHECK(g.collective == omgs::Collective::sparse);
+}
+
+TEST_CASE("sparse allreduce exchange: a non-finite gradient fails the group on every rank",
+          "[runtime][sparse_allreduce]") {
+  const int P = world_size(), me = world_rank();
+  omgs::RuntimeOptions opt = sar_options(0.02);
+  opt.planner = omgs::Planner::layerwise;
+  omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
+  std::mt19937 rng(7 + me);
+  std::vector<float> g;
+  for (int it = 0; it < 3; ++it) {
+    for (std::size_t l = rt.num_layers(); l-- > 0;) {
+      fill_gradient(rt, l, rng, g);
+      if (it == 1 && l == 3 && me == P - 1) {
+        g[17] = std::nanf("");
+        copy_to(rt.gradient(l), g);
+      }
+      REQUIRE(rt.ready(l) == omgs::Status::ok);
+    }
+    const omgs::IterationStats st = rt.finish();
+    if (it != 1) {
+      REQUIRE(st.status == omgs::Status::ok);
+      continue;
+    }
+    REQUIRE(st.status == omgs::Status::nonfinite_gradient);
+    CHECK(rt.last_error().find("sparse allreduce") != std::string::npos);
+    const auto a = to_host(rt.aggregated(3));
+    CHECK(std::all_of(a.begin(), a.end(), [](float x) { return x == 0.0f; }));
+    CHECK(std::all_of(a.begin(), a.end(), [](float x) { return std::isfinite(x); }));
+  }
+}
