@@ -12,6 +12,7 @@
 
 #include <omgs/runtime.hpp>
 
+#include "count_allocations.hpp"
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
 
@@ -309,4 +310,28 @@ TEST_CASE("dgc: bad or differing options are an error on every rank, naming the 
   for (const auto& [name, o] : differing)
     CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, layers, o),
                       Catch::Contains("disagree on the option " + name));
+}
+
+TEST_CASE("dgc: momentum correction and clipping allocate nothing per iteration",
+          "[runtime][dgc]") {
+  omgs::RuntimeOptions opt = dgc_options();
+  opt.momentum = 0.9;
+  opt.clip_norm = 1.0;
+  omgs::Runtime rt(MPI_COMM_WORLD, dgc_layers(), opt);
+  std::mt19937 rng(61 + world_rank());
+  std::vector<std::vector<float>> g(rt.num_layers());
+  long allocations = 0;
+  for (int it = 0; it < 8; ++it) {
+    for (std::size_t l = 0; l < rt.num_layers(); ++l) fill_gradient(rt, l, rng, g[l]);
+    omgs_test::allocations.store(0);
+    omgs_test::count_allocations.store(it >= 3);  // after one-time initializations
+    for (std::size_t l = rt.num_layers(); l-- > 0;) REQUIRE(rt.ready(l) == omgs::Status::ok);
+    const omgs::Status s = rt.finish().status;
+    omgs_test::count_allocations.store(false);
+    allocations += omgs_test::allocations.load();
+    REQUIRE(s == omgs::Status::ok);
+  }
+#ifndef OMGS_TEST_UNDER_ASAN
+  CHECK(allocations == 0);
+#endif
 }
