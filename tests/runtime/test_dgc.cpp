@@ -134,6 +134,27 @@ TEST_CASE("dgc: set_density between iterations keeps the residuals and loses no 
   led.check(rt, 1e-3);
 }
 
+TEST_CASE("dgc: a density change starts a new window of the closed loop", "[runtime][dgc]") {
+  omgs::RuntimeOptions opt = dgc_options();
+  opt.refit_iterations = 4;
+  opt.max_replans = 100;
+  opt.replan_min_gain = 0.0;
+  omgs::Runtime rt(MPI_COMM_WORLD, dgc_layers(), opt);
+  Ledger led(rt);
+  std::mt19937 rng(71 + world_rank());
+  for (int it = 0; it < 2; ++it) {
+    plain_iteration(rt, rng, led);
+    REQUIRE_FALSE(rt.last_stats().refitted);
+  }
+  rt.set_density(0.03);
+  for (int it = 0; it < 4; ++it) {  // 2 + 4 iterations: a full window only after the change
+    plain_iteration(rt, rng, led);
+    REQUIRE(rt.last_stats().refitted == (it == 3));
+  }
+  CHECK(rt.last_refit().iteration == 5);  // after the 6th iteration, 4 after the change
+  led.check(rt, 1e-3);
+}
+
 TEST_CASE("dgc: set_density errors reach every rank and leave the runtime usable",
           "[runtime][dgc]") {
   omgs::Runtime rt(MPI_COMM_WORLD, dgc_layers(), dgc_options());
