@@ -34,95 +34,9 @@
 #include "bounded_mpi.hpp"
 #include "fashion_mnist.hpp"
 #include "median.hpp"
+#include "torch_args.hpp"
 
 namespace omgs_train_torch {
-
-constexpr const char* usage_text =
-    "usage: mpiexec -n P omgs-train-torch [options]\n"
-    "Trains a small CNN on Fashion-MNIST with dense (MPI_Allreduce) and with sparse (omgs)\n"
-    "gradient averaging from the same initial weights; PASS if the sparse final test\n"
-    "accuracy is within the tolerance of dense (exit 0), else FAIL (exit 1); 2: bad options.\n"
-    "  --epochs N        passes over the training set (default 3)\n"
-    "  --batch-size B    global batch, split evenly over the ranks (default 64)\n"
-    "  --density D       fraction of each merged group sent, in (0, 1] (default 0.01)\n"
-    "  --planner NAME    mgs, layerwise, single, threshold, optimal (default mgs)\n"
-    "  --lr LR           SGD learning rate, both runs (default 0.05)\n"
-    "  --data-dir DIR    IDX files, gzip'd or not (default /usr/share/datasets/fashion-mnist)\n"
-    "  --max-batches N   at most N batches per epoch, 0: all (default 0)\n"
-    "  --tolerance T     allowed accuracy loss of sparse, in percentage points (default 1)\n"
-    "  --progress MODE   thread: omgs' progress thread drives MPI during backward; inline:\n"
-    "                    finish() does (default thread)\n"
-    "  --seed S          weights and shuffling (default 1)\n";
-
-struct Args {
-  int epochs = 3, batch = 64, max_batches = 0;
-  long seed = 1;
-  double density = 0.01, lr = 0.05, tolerance = 1.0;
-  omgs::Planner planner = omgs::Planner::mgs;
-  bool inline_progress = false;
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
-};
-
-/// -1: go on; 0: --help; 2: a bad option (rank 0 says which).
-int parse_args(int argc, char** argv, int rank, int size, Args& a) {
-  auto fail = [rank](const std::string& m) {
-    if (rank == 0) std::fprintf(stderr, "omgs-train-torch: error: %s (see --help)\n", m.c_str());
-    return 2;
-  };
-  auto number = [](const std::string& t, double lo, double hi, double& v) {
-    char* end = nullptr;
-    v = std::strtod(t.c_str(), &end);
-    return !t.empty() && *end == '\0' && std::isfinite(v) && v >= lo && v <= hi;
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string o = argv[i];
-    if (o.rfind("--kokkos-", 0) == 0) continue;
-    if (o == "--help" || o == "-h") {
-      if (rank == 0) std::printf("%s", usage_text);
-      return 0;
-    }
-    if (i + 1 >= argc) return fail("unknown option or missing value: '" + o + "'");
-    const std::string t = argv[++i];
-    double v = 0;
-    auto integer = [&](double lo, double hi, auto& out) {
-      if (!number(t, lo, hi, v) || v != std::floor(v)) return false;
-      out = static_cast<std::remove_reference_t<decltype(out)>>(v);
-      return true;
-    };
-    bool ok = true;
-    if (o == "--epochs")
-      ok = integer(1, 1000, a.epochs);
-    else if (o == "--batch-size")
-      ok = integer(1, 60000, a.batch);
-    else if (o == "--max-batches")
-      ok = integer(0, 1e9, a.max_batches);
-    else if (o == "--seed")
-      ok = integer(0, 1e9, a.seed);
-    else if (o == "--density")
-      ok = number(t, 1e-9, 1, a.density);
-    else if (o == "--lr")
-      ok = number(t, 1e-9, 100, a.lr);
-    else if (o == "--tolerance")
-      ok = number(t, 0, 100, a.tolerance);
-    else if (o == "--data-dir")
-      a.data_dir = t;
-    else if (o == "--progress")
-      ok = (a.inline_progress = t == "inline") || t == "thread";
-    else if (o == "--planner") {
-      try {
-        a.planner = omgs::parse_planner(t);
-      } catch (const omgs::Error& e) {
-        return fail(std::string("--planner: ") + e.what());
-      }
-    } else
-      return fail("unknown option '" + o + "'");
-    if (!ok) return fail(o + " '" + t + "' is not valid (see the range in --help)");
-  }
-  if (a.batch % size != 0)
-    return fail("--batch-size " + std::to_string(a.batch) + " must be a multiple of the " +
-                std::to_string(size) + " ranks");
-  return -1;
-}
 
 struct NetImpl : torch::nn::Module {
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
@@ -337,10 +251,18 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
   opt.density = a.density;
   opt.planner = a.planner;
   opt.force_inline_progress = a.inline_progress;
+  // Accuracy at low density (docs/api.md): with momentum correction the velocity lives in
+  // omgs and the sparse run's optimizer is plain SGD.
+  opt.momentum = a.momentum_correction ? a.momentum : 0.0;
+  opt.clip_norm = a.clip;
+  opt.warmup_density = a.warmup_density;
+  opt.warmup_iterations = static_cast<std::uint64_t>(a.warmup_epochs) * iters;
   omgs::Runtime rt(comm, layers, opt);
   SparseGlue glue(rt, sparse_net);
-  torch::optim::SGD dense_opt(dense_net->parameters(), a.lr),
-      sparse_opt(sparse_net->parameters(), a.lr);
+  torch::optim::SGD dense_opt(dense_net->parameters(),
+                              torch::optim::SGDOptions(a.lr).momentum(a.momentum)),
+      sparse_opt(sparse_net->parameters(),
+                 torch::optim::SGDOptions(a.lr).momentum(a.momentum_correction ? 0.0 : a.momentum));
   const Step dense = dense_step(c, dense_net);
   const Step sparse = [&glue](const torch::Tensor& loss) { return glue.step(loss); };
 
@@ -349,9 +271,12 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
   if (rank == 0) {
     std::printf(
         "omgs-train-torch: P = %d, CNN of %llu parameters in %zu tensors, batch %d (%d/rank), "
-        "%d iterations/epoch, density %g, planner %s, lr %g, %s\n",
+        "%d iterations/epoch, density %g, planner %s, lr %g, momentum %g%s, warm-up %d epochs "
+        "from %g, clip %g, %s\n",
         size, static_cast<unsigned long long>(numel), layers.size(), a.batch, a.batch / size, iters,
-        a.density, std::string(omgs::to_string(a.planner)).c_str(), a.lr,
+        a.density, std::string(omgs::to_string(a.planner)).c_str(), a.lr, a.momentum,
+        a.momentum_correction ? " (sparse: momentum correction in omgs)" : "", a.warmup_epochs,
+        a.warmup_density, a.clip,
         zero_copy ? "zero copy (.grad() over the runtime's buffers)"
                   : "one copy per layer (Kokkos memory is not host memory)");
     std::printf("%5s  %-6s  %10s  %8s  %12s  %14s\n", "epoch", "method", "train_loss", "test_acc",

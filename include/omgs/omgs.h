@@ -85,6 +85,17 @@ typedef struct omgs_options {
    * allreduce: the global top-k of the summed pairs) or "automatic" (as the plan says per
    * group). OMGS_SPARSE_EXCHANGE wins. */
   const char* sparse_exchange;
+  /* Accuracy at low density (docs/api.md, "Accuracy at low density"), after Deep Gradient
+   * Compression. Warm-up: over the first warmup_iterations iterations the density falls
+   * exponentially from warmup_density to density in warmup_stages stages. momentum: the
+   * runtime's momentum correction with momentum factor masking (the application then runs
+   * plain SGD, without momentum of its own). clip_norm: each layer's gradient on each rank
+   * is clipped to an L2 norm of clip_norm / sqrt(P). No environment variables. */
+  double warmup_density;      /* in [density, 1]; default 0.25 */
+  uint64_t warmup_iterations; /* default 0: no warm-up */
+  int warmup_stages;          /* >= 1; default 4 */
+  double momentum;            /* in [0, 1); default 0: off */
+  double clip_norm;           /* >= 0; default 0: off */
 } omgs_options;
 
 typedef struct omgs_iteration_stats {
@@ -160,6 +171,17 @@ OMGS_EXPORT int omgs_ready(omgs_runtime* rt, size_t layer);
 OMGS_EXPORT int omgs_finish(omgs_runtime* rt, omgs_iteration_stats* stats);
 OMGS_EXPORT const float* omgs_aggregated(const omgs_runtime* rt, size_t layer, size_t* numel);
 OMGS_EXPORT const float* omgs_residual(const omgs_runtime* rt, size_t layer, size_t* numel);
+
+/* Layer l's velocity of momentum correction (after the last iteration's masking); NULL for
+ * an unknown layer or when options.momentum is 0 (omgs_last_error(rt) says which). */
+OMGS_EXPORT const float* omgs_momentum(const omgs_runtime* rt, size_t layer, size_t* numel);
+/* Collective, between iterations: from the next iteration on every group sends this
+ * fraction of its entries (the planner runs again; residuals and velocities carry over; it
+ * ends the warm-up). Every rank must pass the same value: otherwise, for a bad density or a
+ * call within an iteration, every rank gets OMGS_ERROR_SETUP and the density stays. */
+OMGS_EXPORT int omgs_set_density(omgs_runtime* rt, double density);
+/* The density in force (the warm-up's or omgs_set_density's); 0 for NULL. */
+OMGS_EXPORT double omgs_density(const omgs_runtime* rt);
 
 /* 1 if the pointers above are host memory (Serial / OpenMP builds), 0 if device memory
  * (CUDA / HIP builds: copy with the device runtime or use them in kernels). */

@@ -96,6 +96,27 @@ struct RuntimeOptions {
   int max_replans = 2;
   double replan_min_gain = 0.05;
 
+  /// Accuracy at low density (docs/api.md, "Accuracy at low density"), after Deep Gradient
+  /// Compression (Lin et al., ICLR 2018). None has an environment variable: like density,
+  /// they change what the model learns, so the training code chooses them.
+  ///
+  /// Warm-up: over the first `warmup_iterations` iterations the density falls exponentially
+  /// from `warmup_density` to `density` in `warmup_stages` equal stages (stage i of S uses
+  /// warmup_density * (density / warmup_density)^(i / S)); from then on `density`. Each
+  /// change replans for the new density (as set_density() does). 0 iterations: off.
+  double warmup_density = 0.25;
+  std::uint64_t warmup_iterations = 0;
+  int warmup_stages = 4;
+  /// Momentum correction with momentum factor masking: the runtime keeps a velocity u per
+  /// element, u = momentum * u + gradient, accumulates u (not the gradient) into the
+  /// residual, and clears u where the residual was sent. The application then applies the
+  /// aggregated update with plain SGD (no momentum of its own). 0: off (plain error feedback).
+  double momentum = 0.0;
+  /// Local gradient clipping: before accumulation each layer's gradient on each rank is
+  /// scaled so its L2 norm is at most clip_norm / sqrt(P) (the global threshold shared by
+  /// the P ranks, as DGC does). 0: off.
+  double clip_norm = 0.0;
+
   /// Chrome trace JSON (chrome://tracing, Perfetto) written by write_trace() and by the
   /// destructor; "%r" is replaced by the rank (without it, ranks > 0 insert ".<rank>"
   /// before the extension). Empty: no trace.
@@ -230,6 +251,19 @@ class OMGS_EXPORT Runtime {
   IterationStats finish() noexcept;
   /// Layer l's averaged sparse gradient of the last finished iteration.
   ConstGradientView aggregated(std::size_t l) const;
+  /// Layer l's velocity u of momentum correction (RuntimeOptions::momentum), after the
+  /// masking of the last iteration. Throws omgs::Error when momentum correction is off.
+  ConstGradientView momentum(std::size_t l) const;
+  /// Collective, between iterations (after finish(), before the next ready()): from the next
+  /// iteration on every group sends this fraction of its entries. Every rank must pass the
+  /// same value. The planner runs again for it and the plan instance is rebuilt (buffers and
+  /// k change; the residuals and velocities carry over; the closed loop starts a new window);
+  /// it ends the warm-up schedule. Throws omgs::Error on every rank (a bad or differing
+  /// density, a call within an iteration, or a rank that does not call it within
+  /// wait_timeout_s); the plan in force then stays.
+  void set_density(double density);
+  /// The density in force (the warm-up schedule's or set_density()'s).
+  double density() const noexcept;
   /// Layer l's error-feedback residual (what this rank has not sent yet). The runtime keeps
   /// each group's residual in one of two buffers and switches at each selection, so the view
   /// is valid until the next ready() of the layer's group (call residual(l) again then).

@@ -145,7 +145,12 @@ constexpr auto option_fields = std::make_tuple(
     field(&omgs_options::refit_iterations, &RuntimeOptions::refit_iterations),
     field(&omgs_options::max_replans, &RuntimeOptions::max_replans),
     field(&omgs_options::replan_min_gain, &RuntimeOptions::replan_min_gain),
-    field(&omgs_options::sparse_exchange, &RuntimeOptions::sparse_exchange));
+    field(&omgs_options::sparse_exchange, &RuntimeOptions::sparse_exchange),
+    field(&omgs_options::warmup_density, &RuntimeOptions::warmup_density),
+    field(&omgs_options::warmup_iterations, &RuntimeOptions::warmup_iterations),
+    field(&omgs_options::warmup_stages, &RuntimeOptions::warmup_stages),
+    field(&omgs_options::momentum, &RuntimeOptions::momentum),
+    field(&omgs_options::clip_norm, &RuntimeOptions::clip_norm));
 
 constexpr auto stats_fields = std::make_tuple(
     field(&omgs_iteration_stats::status, &IterationStats::status),
@@ -280,6 +285,32 @@ const float* omgs_aggregated(const omgs_runtime* rt, size_t layer, size_t* numel
 
 const float* omgs_residual(const omgs_runtime* rt, size_t layer, size_t* numel) {
   return layer_pointer(rt, layer, numel, 2);
+}
+
+const float* omgs_momentum(const omgs_runtime* rt, size_t layer, size_t* numel) {
+  if (numel != nullptr) *numel = 0;
+  if (rt == nullptr) return nullptr;
+  auto* m = const_cast<omgs_runtime*>(rt);
+  const float* p = nullptr;
+  guarded(m, [&] {
+    const omgs::ConstGradientView v = m->rt->momentum(layer);
+    if (numel != nullptr) *numel = v.extent(0);
+    p = v.data();
+    return OMGS_OK;
+  });
+  return p;
+}
+
+int omgs_set_density(omgs_runtime* rt, double density) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_set_density: rt is NULL");
+  return guarded(rt, [&] {
+    rt->rt->set_density(density);
+    return OMGS_OK;
+  });
+}
+
+double omgs_density(const omgs_runtime* rt) {
+  return rt != nullptr ? rt->rt->density() : 0.0;
 }
 
 int omgs_begin_backward(omgs_runtime* rt) {

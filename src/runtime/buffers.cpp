@@ -25,12 +25,13 @@ void RuntimeImpl::check_sizes(const Plan& plan) const {
                   " elements, more than 32-bit indices address (" +
                   std::to_string(ExchangeContext::Selector::max_supported_n) +
                   "); use a planner that makes smaller groups (threshold, layerwise)");
-    pairs += selected_count(gr.numel, options.density) * (1 + static_cast<std::uint64_t>(size));
+    pairs += selected_count(gr.numel, density_now) * (1 + static_cast<std::uint64_t>(size));
     max_n = std::max<std::uint64_t>(max_n, gr.numel);
   }
-  // gradient + residual (two buffers) + aggregated, the pairs, the selector's candidate
-  // buffers.
-  const double bytes = 16.0 * static_cast<double>(total) + 8.0 * static_cast<double>(pairs) +
+  // gradient + residual (two buffers) + aggregated (+ velocity), the pairs, the selector's
+  // candidate buffers.
+  const double per_element = options.momentum > 0 ? 20.0 : 16.0;  // + the velocity
+  const double bytes = per_element * static_cast<double>(total) + 8.0 * static_cast<double>(pairs) +
                        16.0 * static_cast<double>(std::max<std::uint64_t>(max_n / 8, 16384));
   if (std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

@@ -20,6 +20,7 @@ class AllgatherExchange final : public TopkExchange {
   }
 
   GroupBuffers wire() const override { return {send_.data(), recv_.data(), k_}; }
+  bool contributed() const noexcept override { return !failed_here_; }
   std::size_t bytes_sent() const noexcept override { return k_ * sizeof(SparsePair); }
   std::size_t bytes_received() const noexcept override {
     return k_ * static_cast<std::size_t>(ctx_.ranks) * sizeof(SparsePair);

@@ -24,6 +24,7 @@ namespace omgs::detail {
 /// residual in two buffers: ExchangeContext::swapped says which is current).
 struct FlatBuffers {
   GradientView grad, resid, resid_alt, agg;
+  GradientView velocity;  // momentum correction's u (RuntimeOptions::momentum > 0), else empty
 };
 
 /// What the exchanges of one plan share: the flat buffers, which residual buffer is
@@ -86,6 +87,9 @@ class GroupExchange {
   /// ready(), once the group's layers are in: select and pack, or stage; the data are
   /// complete (fenced) on return, so the engine may post them.
   virtual void prepare(IterationStats& st) = 0;
+  /// After prepare(): whether this rank's data went into the exchange (false: a selection
+  /// that found non-finite values left the residual as it was).
+  virtual bool contributed() const noexcept { return true; }
   /// Bytes this rank contributes per exchange, and receives when it completes.
   virtual std::size_t bytes_sent() const noexcept = 0;
   virtual std::size_t bytes_received() const noexcept = 0;

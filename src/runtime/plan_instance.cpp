@@ -71,7 +71,7 @@ std::unique_ptr<PlanInstance> RuntimeImpl::build_instance(Plan next) {
     for (std::size_t g = 0; g < G; ++g) {
       const Group& gr = p->plan.groups[g];
       GroupSlice slice{g, layer_offset[gr.begin], gr.numel, group_label(p->plan, g)};
-      p->exchanges.push_back(make_exchange(gr.collective, std::move(slice), options.density, c));
+      p->exchanges.push_back(make_exchange(gr.collective, std::move(slice), density_now, c));
       max_n = std::max<std::size_t>(max_n, gr.numel);
       max_k = std::max(max_k, p->exchanges.back()->k());
     }

@@ -132,7 +132,7 @@ std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
   rep.group_sparsify_s = p.sparsify_s;
   rep.group_allgather_s = p.allgather_s;
   const TimelineFit f =
-      fit_points(plan.groups, p, size, options.density, {prior[0], prior[1]}, {prior[2], prior[3]});
+      fit_points(plan.groups, p, size, density_now, {prior[0], prior[1]}, {prior[2], prior[3]});
   std::vector<double> c = {f.topk.c0, f.topk.c1, f.allgather.c0, f.allgather.c1};
   max_over_ranks(comm, c);  // identical already (same points, same code): made certain
   return c;

@@ -88,7 +88,9 @@ void RuntimeImpl::sparsify(std::size_t g) {
   GroupExchange& ex = *instance_->exchanges[g];
   Kokkos::Profiling::pushRegion(ex.region());
   const double cpu0 = begin_sparsify(g);
+  prepare_gradient(g);  // clipping, momentum correction (when on)
   ex.prepare(current);
+  commit_momentum(g);
   end_sparsify(g, cpu0);
   Kokkos::Profiling::popRegion();
   submit(g);
@@ -202,6 +204,7 @@ IterationStats RuntimeImpl::finish() noexcept {
   close_iteration(finish_start);
   accumulate_profile(current);
   record_insitu(current);
+  advance_schedule(current);
   stats = current;
   return current;
 }
@@ -223,6 +226,13 @@ GradientView Runtime::gradient(std::size_t l) const {
 
 ConstGradientView Runtime::aggregated(std::size_t l) const {
   return impl_->layer_slice(impl_->flat_.agg, l, "aggregated");
+}
+
+ConstGradientView Runtime::momentum(std::size_t l) const {
+  const auto& s = *impl_;
+  if (s.flat_.velocity.extent(0) == 0)
+    throw Error("omgs::Runtime::momentum: momentum correction is off (RuntimeOptions::momentum 0)");
+  return s.layer_slice(s.flat_.velocity, l, "momentum");
 }
 
 ConstGradientView Runtime::residual(std::size_t l) const {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -22,6 +23,13 @@ namespace omgs::detail {
 
 constexpr double nan_s = std::numeric_limits<double>::quiet_NaN();
 
+/// The bits of d, for agreement checks of doubles across ranks (max_min compares integers).
+inline std::uint64_t double_bits(double d) {
+  std::uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+}
+
 /// Set once by the constructor (setup.cpp, calibration.cpp); the closed loop replaces the
 /// model and the layers' backward times (the profiler's replan the backward times too).
 struct SetupState {
@@ -35,6 +43,10 @@ struct SetupState {
   bool measuring = false;  // backward times measured (at construction: agreed by all ranks)
   std::unique_ptr<PerfModel> model;
   CalibrationReport calibration;
+  // The density in force (density_schedule.cpp): the warm-up schedule's while `warming`,
+  // else options.density or set_density()'s. The plan and every k follow it.
+  double density_now = 0.0;
+  bool warming = false;
 };
 
 /// Everything that depends on the plan, built whole by RuntimeImpl::build_instance() and
@@ -171,7 +183,7 @@ class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
   void make_model();
   /// The planners' configuration, from the options (the one place it is built).
   PlanConfig plan_config() const {
-    PlanConfig c{size, options.density, options.threshold_numel};
+    PlanConfig c{size, density_now, options.threshold_numel};
     c.sparse_exchange = options.sparse_exchange;
     return c;
   }
@@ -250,9 +262,21 @@ class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
   }
   // trace.cpp
   void write_svg(const std::string& path) const;
+  // density_schedule.cpp: the warm-up schedule and set_density().
+  void check_schedule_options() const;
+  void start_schedule();
+  void advance_schedule(IterationStats& st) noexcept;
+  void set_density(double d);
+  void apply_density(double d);
+  // gradient_prep.cpp: clipping and momentum correction around a group's selection.
+  void allocate_prep();
+  void prepare_gradient(std::size_t g);
+  void commit_momentum(std::size_t g);
 
-  std::vector<std::size_t> layer_offset;    // layer l's elements start here in the flat buffers
-  FlatBuffers flat_;                        // allocated once (allocate_layers)
+  std::vector<std::size_t> layer_offset;  // layer l's elements start here in the flat buffers
+  FlatBuffers flat_;                      // allocated once (allocate_layers)
+  // gradient_prep.cpp: the layer offsets on the device (clipping), allocated once.
+  Kokkos::View<std::size_t*, DeviceMemory> layer_offset_dev;
   std::unique_ptr<PlanInstance> instance_;  // the plan in force and what depends on it
   TraceRecorder trace_;
 };

@@ -29,12 +29,6 @@ std::uint64_t hash_layer(const LayerSpec& l) {
   return fnv1a(h, &l.numel, sizeof l.numel);
 }
 
-std::uint64_t double_bits(double d) {
-  std::uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-}
-
 /// Applies the OMGS_* environment variables to the options (they win), and checks every
 /// value; throws omgs::Error naming the variable.
 void apply_environment(RuntimeOptions& o) {
@@ -93,6 +87,7 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
   std::string trace_path;
   agree_on_error(comm, check_local_input(trace_path), "omgs");
   check_agreement();
+  start_schedule();
   make_model();
   Plan first = initial_plan();
   node_ranks = ranks_on_node(comm);
@@ -101,6 +96,7 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
   try {
     check_sizes(first);  // before the flat buffers: their size is checked there
     allocate_layers();
+    allocate_prep();
     start_loop();
   } catch (const Error& e) {
     err = e.what();
@@ -156,6 +152,7 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
     apply_environment(options);
     validate_layers(layers);
     validate_density(options.density);
+    check_schedule_options();
     if (options.planner == Planner::threshold && options.threshold_numel == 0)
       throw Error("omgs: the threshold planner needs threshold_numel > 0");
     if (!(options.wait_timeout_s > 0) || !std::isfinite(options.wait_timeout_s))
@@ -219,7 +216,12 @@ void RuntimeImpl::check_agreement() {
                                            static_cast<std::uint64_t>(options.refit_iterations),
                                            static_cast<std::uint64_t>(options.max_replans),
                                            double_bits(options.replan_min_gain),
-                                           static_cast<std::uint64_t>(options.sparse_exchange)};
+                                           static_cast<std::uint64_t>(options.sparse_exchange),
+                                           double_bits(options.warmup_density),
+                                           options.warmup_iterations,
+                                           static_cast<std::uint64_t>(options.warmup_stages),
+                                           double_bits(options.momentum),
+                                           double_bits(options.clip_norm)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -248,7 +250,12 @@ void RuntimeImpl::check_agreement() {
                         "refit_iterations",
                         "max_replans",
                         "replan_min_gain",
-                        "sparse_exchange"};
+                        "sparse_exchange",
+                        "warmup_density",
+                        "warmup_iterations",
+                        "warmup_stages",
+                        "momentum",
+                        "clip_norm"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +

@@ -114,7 +114,7 @@ void RuntimeImpl::write_svg(const std::string& path) const {
   const std::string svg = timeline_svg(
       rows, "omgs: " + std::to_string(layers.size()) + " layers, " +
                 std::to_string(plan().groups.size()) + " groups, P = " + std::to_string(size) +
-                ", density " + std::to_string(options.density) + "; " + model->describe());
+                ", density " + std::to_string(density_now) + "; " + model->describe());
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr)
     throw Error("omgs: cannot write the SVG file '" + path + "': " + std::strerror(errno));
