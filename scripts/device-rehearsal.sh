@@ -69,7 +69,8 @@ log "hiding $(wc -l <"$work/hidden.txt") files of ${#hide[@]} packages: ${hide[*
 
 export OUT="${OUT:-$root/build-device-rehearsal/out}"
 mkdir -p "$OUT"
-export OMGS_KIT="$kit" OMGS_KIT_PREFIX="${OMGS_KIT_PREFIX:-$work/prefix}" OMGS_KIT_MODE="$mode"
+# A fixed prefix: the build directory's CMake cache names its paths.
+export OMGS_KIT="$kit" OMGS_KIT_PREFIX="${OMGS_KIT_PREFIX:-$root/build-device-rehearsal/kit-prefix}" OMGS_KIT_MODE="$mode"
 export OMGS_CHECK_DIR="${OMGS_CHECK_DIR:-$root/build-device-rehearsal/build}"
 if [ "$full" -eq 1 ]; then
   export OMGS_CHECK_CTEST="${OMGS_CHECK_CTEST:-}" OMGS_CHECK_TARGETS=all OMGS_CHECK_BUDGET_S=0 \

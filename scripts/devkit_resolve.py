@@ -8,7 +8,8 @@ launches, documentation scripts, -dev packages that only static linking would ne
 Prints one package name a line, sorted.
 
     devkit_resolve.py [--skip NAME]... PACKAGE...
-    devkit_resolve.py --parse FILE     # the packages and choices in a saved `apt-cache depends`
+    devkit_resolve.py --parse FILE     # the choices in a saved `apt-cache depends` output,
+                                       # in parentheses those the kit leaves out
 """
 import argparse
 import re
@@ -96,11 +97,13 @@ def essential(names):
     return found
 
 
-def resolve(roots, skip):
-    def kept(n):
-        return n and n not in BASE and n not in skip and not NOT_NEEDED.match(n)
+def kept(name, skip=frozenset()):
+    """Whether the kit carries this package (BASE and NOT_NEEDED are left out)."""
+    return bool(name) and name not in BASE and name not in skip and not NOT_NEEDED.match(name)
 
-    chosen, todo = set(), [r for r in roots if kept(r)]
+
+def resolve(roots, skip):
+    chosen, todo = set(), [r for r in roots if kept(r, skip)]
     while todo:
         batch = [n for n in dict.fromkeys(todo) if n not in chosen]
         todo = []
@@ -110,7 +113,7 @@ def resolve(roots, skip):
             for groups in apt_depends(batch[i:i + CHUNK]).values():
                 for g in groups:
                     n = choose(g, chosen)
-                    if kept(n) and n not in chosen:
+                    if kept(n, skip) and n not in chosen:
                         todo.append(n)
     return sorted(chosen)
 
@@ -124,7 +127,8 @@ def main():
     if a.parse:
         with open(a.parse, encoding="utf-8") as f:
             for pkg, groups in parse_depends(f.read()).items():
-                print(pkg + ": " + " ".join(str(choose(g, set())) for g in groups))
+                names = (choose(g, set()) for g in groups)
+                print(pkg + ": " + " ".join(n if kept(n) else f"({n})" for n in names))
         return 0
     if not a.packages:
         ap.error("name at least one package")
