@@ -158,18 +158,26 @@ cfg+=(${OMGS_CHECK_CMAKE_ARGS:-})
 # libtorch (Debian's) is a host library: its example is for host builds.
 [ "$backend" != host ] && cfg+=(-DOMGS_ENABLE_TORCH_EXAMPLE=OFF)
 
-# The programs of the tests OMGS_CHECK_CTEST selects (from CTest's JSON listing), the
-# benchmark, the main job and the device probe.
+# The programs of the tests OMGS_CHECK_CTEST selects (their names from CTest's JSON listing,
+# their commands from the CTestTestfile.cmake files: the listing leaves out the command of a
+# program not built yet), the benchmark, the main job and the device probe.
 selected_targets() {
   # shellcheck disable=SC2086
   ctest --test-dir "$dir" --show-only=json-v1 ${OMGS_CHECK_CTEST:-} | python3 -c '
-import json, os, sys
+import json, os, re, shlex, sys
+build = sys.argv[1]
+wanted = {t["name"] for t in json.load(sys.stdin).get("tests", [])}
 names = {"omgs-bench-topk", "omgs-train-synthetic", "omgs_device_probe"}
-for t in json.load(sys.stdin).get("tests", []):
-    for a in t.get("command", []):
-        if a.startswith(sys.argv[1]) and os.path.basename(a) != "cmake":
-            names.add(os.path.basename(a))
-print("\n".join(sorted(names)))' "$dir/"
+for top, _, files in os.walk(build):
+    if "CTestTestfile.cmake" not in files:
+        continue
+    for line in open(os.path.join(top, "CTestTestfile.cmake"), encoding="utf-8"):
+        m = re.match(r"add_test\(\[=\[(.*?)\]=\] (.*)\)$", line.strip())
+        if m and m.group(1) in wanted:
+            for a in shlex.split(m.group(2)):
+                if a.startswith(build + "/") and os.path.basename(a) != "cmake":
+                    names.add(os.path.basename(a))
+print("\n".join(sorted(names)))' "$dir"
 }
 build_cmd=(cmake --build "$dir" -j "$jobs")
 built=0
