@@ -74,6 +74,9 @@ omgs_kit_env() {
   export LD_LIBRARY_PATH="$p/lib/$a:$1/lib/$a${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PKG_CONFIG_PATH="$p/lib/$a/pkgconfig:$p/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export CMAKE_PREFIX_PATH="$p${CMAKE_PREFIX_PATH:+;$CMAKE_PREFIX_PATH}"
+  # Debian's multiarch headers (hwloc/autogen/config.h): the compiler searches
+  # /usr/include/<triplet> by default, the private prefix's only when told.
+  export CPATH="$p/include/$a${CPATH:+:$CPATH}"
   if [ "$2" -eq 1 ]; then
     export LD_LIBRARY_PATH="$p/lib/$a/openmpi/lib:$LD_LIBRARY_PATH"
     # Open MPI and PMIx find their plugins, help texts and wrapper data from these.
