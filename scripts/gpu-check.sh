@@ -15,13 +15,20 @@
 #   OMGS_CHECK_CTEST    extra ctest arguments (default none: the whole suite)
 #   OMGS_CHECK_ITERS    iterations of the main job (default 10)
 #   OMGS_JOBS           build and ctest jobs (default nproc)
-# Exit status: 0 when every step passed; the report names the failed steps.
+#   OMGS_CHECK_CMAKE_ARGS  extra configure arguments (split at spaces)
+#   OMGS_CHECK_TARGETS  "selected": build only the programs of the tests OMGS_CHECK_CTEST
+#                       selects, the benchmark and the main job (default: everything)
+#   OMGS_CHECK_BUDGET_S    seconds for all the steps together (default 0: no limit); a step
+#                          that would start with under 10 s left is skipped, and said so
+#   OMGS_CHECK_STEP_BUDGETS  "step=seconds ..." per step (configure, build, ctest, bench-topk,
+#                            main-job-1, main-job-2): a step past its budget is stopped
+# Exit status: 0 when every step passed; the report names the failed and skipped steps.
 set -uo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 if [ $# -lt 1 ] || [ $# -gt 2 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 kokkos_root="$(cd "$1" 2>/dev/null && pwd)" || {
@@ -71,13 +78,35 @@ mkdir -p "$dir"
 report="$dir/gpu-check-report.md"
 jobs="$(omgs_jobs)"
 failed=()
-step() { # step NAME LOG COMMAND...: runs it, records a failure
-  local name="$1" log="$2"
+skipped=()
+times=()
+declare -A budget=()
+for b in ${OMGS_CHECK_STEP_BUDGETS:-}; do budget["${b%%=*}"]="${b#*=}"; done
+total="${OMGS_CHECK_BUDGET_S:-0}"
+t0=$SECONDS
+step() { # step NAME LOG COMMAND...: runs it within its budget, records a failure
+  local name="$1" log="$2" limit="${budget[$1]:-0}" left rc=0 start=$SECONDS
   shift 2
-  omgs_log "$name (log: $log)"
-  if ! "$@" >"$log" 2>&1; then
+  if [ "$total" -gt 0 ]; then
+    left=$((total - (SECONDS - t0)))
+    if [ "$left" -lt 10 ]; then
+      skipped+=("$name")
+      omgs_log "$name SKIPPED: ${left}s left of the ${total}s budget"
+      return 1
+    fi
+    if [ "$limit" -eq 0 ] || [ "$limit" -gt "$left" ]; then limit=$left; fi
+  fi
+  omgs_log "$name (log: $log; budget ${limit/#0/none} s)"
+  if [ "$limit" -gt 0 ]; then
+    timeout -k 10 "$limit" "$@" >"$log" 2>&1 || rc=$?
+  else
+    "$@" >"$log" 2>&1 || rc=$?
+  fi
+  times+=("$name $((SECONDS - start)) ${limit/#0/-} $rc")
+  if [ "$rc" -ne 0 ]; then
     failed+=("$name")
-    omgs_log "$name FAILED (tail of $log):"
+    [ "$rc" -eq 124 ] && failed[-1]="$name (stopped at its ${limit} s budget)"
+    omgs_log "${failed[-1]} FAILED (tail of $log):"
     tail -n 20 "$log" >&2
     return 1
   fi
@@ -124,13 +153,41 @@ cfg=(-S "$OMGS_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_COMPILER=
   -DOMGS_ENABLE_EXAMPLES=ON "${launcher[@]}")
 [ -n "$cxx_flags" ] && cfg+=("-DCMAKE_CXX_FLAGS=$cxx_flags")
 [ -n "$kernels_root" ] && cfg+=("-DKokkosKernels_ROOT=$kernels_root")
+# shellcheck disable=SC2206
+cfg+=(${OMGS_CHECK_CMAKE_ARGS:-})
 # libtorch (Debian's) is a host library: its example is for host builds.
 [ "$backend" != host ] && cfg+=(-DOMGS_ENABLE_TORCH_EXAMPLE=OFF)
 
+# The programs of the tests OMGS_CHECK_CTEST selects (their names from CTest's JSON listing,
+# their commands from the CTestTestfile.cmake files: the listing leaves out the command of a
+# program not built yet), the benchmark, the main job and the device probe.
+selected_targets() {
+  # shellcheck disable=SC2086
+  ctest --test-dir "$dir" --show-only=json-v1 ${OMGS_CHECK_CTEST:-} | python3 -c '
+import json, os, re, shlex, sys
+build = sys.argv[1]
+wanted = {t["name"] for t in json.load(sys.stdin).get("tests", [])}
+names = {"omgs-bench-topk", "omgs-train-synthetic", "omgs_device_probe"}
+for top, _, files in os.walk(build):
+    if "CTestTestfile.cmake" not in files:
+        continue
+    for line in open(os.path.join(top, "CTestTestfile.cmake"), encoding="utf-8"):
+        m = re.match(r"add_test\(\[=\[(.*?)\]=\] (.*)\)$", line.strip())
+        if m and m.group(1) in wanted:
+            for a in shlex.split(m.group(2)):
+                if a.startswith(build + "/") and os.path.basename(a) != "cmake":
+                    names.add(os.path.basename(a))
+print("\n".join(sorted(names)))' "$dir"
+}
+build_cmd=(cmake --build "$dir" -j "$jobs")
 built=0
-if step configure "$dir/check-configure.log" cmake "${cfg[@]}" &&
-  step build "$dir/check-build.log" cmake --build "$dir" -j "$jobs"; then
-  built=1
+if step configure "$dir/check-configure.log" cmake "${cfg[@]}"; then
+  if [ "${OMGS_CHECK_TARGETS:-}" = selected ]; then
+    mapfile -t targets < <(selected_targets)
+    omgs_log "building ${#targets[@]} targets: ${targets[*]}"
+    build_cmd+=(--target "${targets[@]}")
+  fi
+  step build "$dir/check-build.log" "${build_cmd[@]}" && built=1
 fi
 # Warnings reported in omgs' own files (not in Kokkos, MPI or the system headers); paths are
 # absolute, or relative to the build directory where ccache's base_dir rewrote them.
@@ -148,7 +205,8 @@ if [ "$built" -eq 1 ]; then
   # shellcheck disable=SC2086
   step ctest "$dir/check-ctest.log" ctest --test-dir "$dir" --output-on-failure -j "$jobs" \
     ${OMGS_CHECK_CTEST:-}
-  bench=("$dir/tests/benchmarks/omgs-bench-topk" --reps 5)
+  # shellcheck disable=SC2206
+  bench=("$dir/tests/benchmarks/omgs-bench-topk" ${OMGS_CHECK_BENCH_ARGS:---reps 5})
   [ "$backend" != host ] && bench+=(--large)  # n = 1e8 takes minutes on 2 host cores
   step bench-topk "$dir/check-bench-topk.log" "${bench[@]}"
   topk_json "$dir/check-bench-topk.log" >"$dir/gpu-topk-measured.json" ||
@@ -178,6 +236,10 @@ code() { printf '%s\n%s\n%s\n' "$fence" "$1" "$fence"; }
   fi
   echo "- load at the end: $(cut -d ' ' -f 1-3 /proc/loadavg), $(nproc) cores"
   echo "- steps failed: ${failed[*]:-none}"
+  echo "- steps skipped (no time left): ${skipped[*]:-none}"
+  echo
+  echo "## Steps (seconds taken, budget, exit status)"
+  code "$(printf '%s\n' "${times[@]}" | awk '{ printf "%-12s %6s s %6s %4s\n", $1, $2, $3, $4 }')"
   echo
   echo "## Build: $nwarn warning(s) in omgs' own files"
   [ -n "$warnings" ] && code "$warnings"
