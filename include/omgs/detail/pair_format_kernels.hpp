@@ -9,7 +9,6 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 #include <omgs/detail/pair_format_values.hpp>
-#include <omgs/detail/select_source.hpp>
 
 namespace omgs::detail::pairs {
 
@@ -32,11 +31,19 @@ KOKKOS_INLINE_FUNCTION float decode_value(int code, std::uint32_t h) {
 }
 
 /// First position in the ascending idx[0, k) whose index is >= key (key may be 2^32).
+/// Branch-free halving (the compiler emits conditional moves): a chunk's count takes two of
+/// these, and mispredicted branches made them the encoder's main cost on the host.
 template <class IndexView>
 KOKKOS_INLINE_FUNCTION std::size_t lower_bound(const IndexView& idx, std::size_t k,
                                                std::uint64_t key) {
-  if (key > 0xffffffffu) return k;
-  return static_cast<std::size_t>(count_less(idx, k, static_cast<std::uint32_t>(key)));
+  if (k == 0 || key > 0xffffffffu) return k;
+  std::size_t lo = 0, len = k;
+  while (len > 1) {
+    const std::size_t half = len / 2;
+    lo = static_cast<std::uint64_t>(idx(lo + half - 1)) < key ? lo + half : lo;
+    len -= half;
+  }
+  return lo + (static_cast<std::uint64_t>(idx(lo)) < key ? 1 : 0);
 }
 
 /// One word of the block: what every section needs to build it, by value for the kernel.
@@ -129,11 +136,52 @@ KOKKOS_INLINE_FUNCTION std::uint32_t count_at(const WordView& words, std::size_t
   return (words(base + c / 2) >> (16 * (c % 2))) & 0xffffu;
 }
 
+/// One team per (block, chunk): its pairs follow from the chunk's start, no search. Host
+/// teams have one thread; a device team is a warp's worth of threads over the chunk's pairs.
+template <class Exec, class Layout, class WordView, class StartView, class OutView>
+void decode_chunks(const Exec& exec, const Layout& l, const WordView& words, int blocks,
+                   const StartView& starts, const OutView& out, float scale) {
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const std::size_t C = l.chunks, W = l.words, k = l.k, n = l.n;
+  const std::size_t value_word = l.value_word, offset_word = l.offset_word;
+  const unsigned b = l.chunk_bits;
+  const int code = static_cast<int>(l.values);
+  constexpr bool host =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible;
+  const Policy policy(exec, static_cast<int>(C * static_cast<std::size_t>(blocks)), host ? 1 : 32);
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::pairs::decode"), policy,
+      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        const auto j = static_cast<std::size_t>(team.league_rank());
+        const std::size_t r = j / C, c = j % C, base = r * W;
+        const std::size_t first = starts(j) - r * k;
+        const std::uint32_t count = count_at(words, base, c);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](const std::uint32_t q) {
+          const std::size_t i = first + q;
+          const std::uint64_t bit = std::uint64_t(i) * b;
+          const std::size_t w = base + offset_word + static_cast<std::size_t>(bit / 32);
+          const unsigned s = static_cast<unsigned>(bit % 32);
+          std::uint64_t off = words(w) >> s;
+          if (s + b > 32) off |= std::uint64_t(words(w + 1)) << (32 - s);
+          off &= (std::uint64_t(1) << b) - 1;
+          float v;
+          if (code == 0) {
+            v = bits_float(words(base + value_word + i));
+          } else {
+            const std::uint32_t word = words(base + value_word + i / 2);
+            v = decode_value(code, (word >> (16 * (i % 2))) & 0xffffu);
+          }
+          const std::size_t index = (c << b) | static_cast<std::size_t>(off);
+          if (i < k && index < n) Kokkos::atomic_add(&out(index), v * scale);
+        });
+      });
+}
+
 template <class Exec, class Layout, class WordView, class StartView, class OutView>
 void decode(const Exec& exec, const Layout& l, const WordView& words, int blocks,
             const StartView& starts, const OutView& out, float scale) {
   if (l.words == 0 || blocks <= 0) return;
-  const std::size_t C = l.chunks, W = l.words, k = l.k;
+  const std::size_t C = l.chunks, W = l.words;
   // starts(r * C + c): the position of chunk c's first pair among all blocks' pairs.
   Kokkos::parallel_scan(
       OMGS_LABEL("omgs::pairs::chunk_starts"),
@@ -143,42 +191,7 @@ void decode(const Exec& exec, const Layout& l, const WordView& words, int blocks
         if (final) starts(j) = sum;
         sum += count_at(words, (j / C) * W, j % C);
       });
-  const std::size_t value_word = l.value_word, offset_word = l.offset_word, n = l.n;
-  const unsigned b = l.chunk_bits;
-  const int code = static_cast<int>(l.values);
-  Kokkos::parallel_for(
-      OMGS_LABEL("omgs::pairs::decode"),
-      range_policy(exec, 0, static_cast<std::int64_t>(k * static_cast<std::size_t>(blocks))),
-      KOKKOS_LAMBDA(const std::int64_t p) {
-        const auto pos = static_cast<std::size_t>(p);
-        const std::size_t r = pos / k, i = pos % k, base = r * W;
-        // The chunk: the last of block r's chunks that starts at or before pos.
-        std::size_t lo = 0, hi = C;
-        while (lo < hi) {
-          const std::size_t mid = lo + (hi - lo) / 2;
-          if (starts(r * C + mid) <= pos)
-            lo = mid + 1;
-          else
-            hi = mid;
-        }
-        if (lo == 0) return;  // only for a malformed block: its counts do not sum to k
-        const std::size_t c = lo - 1;
-        const std::uint64_t bit = std::uint64_t(i) * b;
-        const std::size_t w = base + offset_word + static_cast<std::size_t>(bit / 32);
-        const unsigned s = static_cast<unsigned>(bit % 32);
-        std::uint64_t off = words(w) >> s;
-        if (s + b > 32) off |= std::uint64_t(words(w + 1)) << (32 - s);
-        off &= (std::uint64_t(1) << b) - 1;
-        float v;
-        if (code == 0) {
-          v = bits_float(words(base + value_word + i));
-        } else {
-          const std::uint32_t word = words(base + value_word + i / 2);
-          v = decode_value(code, (word >> (16 * (i % 2))) & 0xffffu);
-        }
-        const std::size_t index = (c << b) | static_cast<std::size_t>(off);
-        if (index < n) Kokkos::atomic_add(&out(index), v * scale);
-      });
+  decode_chunks(exec, l, words, blocks, starts, out, scale);
 }
 
 }  // namespace omgs::detail::pairs
