@@ -17,13 +17,17 @@
 // warm-up. A last table gives the per-call cost of small groups (n <= 4096).
 // Not a test: ctest never runs it.
 //
-// Usage: omgs-bench-topk [--large] [--only-large] [--only-small] [--reps R]
+// A last table compares the compact pair format with the 8-byte pairs (bench_pairs.cpp).
+//
+// Usage: omgs-bench-topk [--large] [--only-large] [--only-small] [--only-pairs] [--reps R]
 //   --large       also n = 1e8 (needs ~3 GiB of memory and minutes)
 //   --only-large  only n = 1e8
 //   --only-small  only the small-group table (e.g. under valgrind --tool=callgrind)
+//   --only-pairs  only the pair formats' table
 //   --reps R      repetitions per figure (default 7; 3 at n = 1e8)
 #include "bench_baselines.hpp"
 #include "bench_data.hpp"
+#include "bench_pairs.hpp"
 
 #include <omgs/select.hpp>
 
@@ -319,7 +323,7 @@ void bench_small(int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool large = false, only_large = false, only_small = false;
+  bool large = false, only_large = false, only_small = false, only_pairs = false;
   int reps_arg = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -329,15 +333,22 @@ int main(int argc, char** argv) {
       large = only_large = true;
     } else if (a == "--only-small") {
       only_small = true;
+    } else if (a == "--only-pairs") {
+      only_pairs = true;
     } else if (a == "--reps" && i + 1 < argc) {
       reps_arg = std::atoi(argv[++i]);
     } else if (a.rfind("--kokkos", 0) != 0) {
-      std::fprintf(stderr, "usage: %s [--large] [--only-large] [--only-small] [--reps R]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--large] [--only-large] [--only-small] [--only-pairs] [--reps R]\n",
                    argv[0]);
       return 2;
     }
   }
   Kokkos::ScopeGuard guard(argc, argv);
+  if (only_pairs) {
+    omgs_bench::bench_pairs(reps_arg > 0 ? reps_arg : 7);
+    return 0;
+  }
   std::printf(
       "omgs-bench-topk: execution space %s, concurrency %d (host baselines: as many "
       "threads); times in ms\n",
@@ -360,6 +371,7 @@ int main(int argc, char** argv) {
     }
   }
   bench_small(reps_arg > 0 ? reps_arg : 7);
+  if (!only_small) omgs_bench::bench_pairs(reps_arg > 0 ? reps_arg : 7);
   if (failures != 0) {
     std::printf("MISMATCH: omgs and nth_element disagree on %d outputs\n", failures);
     return 1;
