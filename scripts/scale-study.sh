@@ -47,7 +47,8 @@ cp "$topk" "$work/topk.json"
 
 # One sweep per model and fabric, $jobs at a time. 3e6: the optimal and dense searches'
 # budget; on GPT-2 XL it gives the default budget's (3e7) times within 0.3% at a quarter of
-# the time (docs/scale.md, "Reproducing").
+# the time (docs/scale.md, "Reproducing"). automatic: each sparse group takes the faster of
+# the allgather and the sparse allreduce (issue 33).
 export PLAN="$plan" DENSITY_="$density" WORKERS_="$workers" OUT_="$out"
 for m in "${models[@]}"; do
   for f in "${fabrics[@]}"; do
@@ -55,7 +56,7 @@ for m in "${models[@]}"; do
   done
 done | (cd "$work" && xargs -P "$jobs" -n 2 bash -c '
   "$PLAN" --model "models/$0.csv" --perf "perf/$1.json" --topk topk.json --density "$DENSITY_" \
-    --workers-sweep "$WORKERS_" --optimal-work 3000000 --choice-margin 0 --format json \
+    --workers-sweep "$WORKERS_" --optimal-work 3000000 --choice-margin 0 --sparse-exchange automatic --format json \
     --svg "$OUT_/scale/$0__$1.svg" > "json/$0__$1.json"')
 seconds="$SECONDS"
 omgs_log "${#models[@]} models x ${#fabrics[@]} fabrics swept in $seconds s ($jobs at a time; load $(cut -d ' ' -f 1 /proc/loadavg))"

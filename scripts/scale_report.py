@@ -54,23 +54,28 @@ def load(json_dir):
 
 def row_cells(r):
     mixed = r["mixed_s"]
+    sar = r.get("sparse_allreduce_s")
     return [
         str(r["workers"]),
         ms(r["backward_s"]),
         ms(r["dense_s"]),
         ms(r["dense_bf16_s"]),
         ms(r["mgs_s"]),
-        "%s (%d/%d)" % (ms(mixed), r["mixed_dense_groups"], r["mixed_groups"]),
+        ms(sar) if sar else "-",
+        "%s (%d/%d/%d)" % (ms(mixed), r["mixed_dense_groups"],
+                           r.get("mixed_sparse_allreduce_groups", 0), r["mixed_groups"]),
         ms(r["exposed_comm_s"]["mixed"]),
         speedup(r["dense_s"], mixed),
         speedup(r["dense_bf16_s"], mixed),
         speedup(r["dense_s"], r["mgs_s"]),
+        speedup(r["dense_s"], sar) if sar else "-",
     ]
 
 
-HEADER = ["P", "backward ms", "dense fp32 ms", "dense bf16 ms", "all-sparse ms",
-          "mixed ms (dense/groups)", "mixed exposed comm ms", "mixed vs fp32",
-          "mixed vs bf16", "all-sparse vs fp32"]
+HEADER = ["P", "backward ms", "dense fp32 ms", "dense bf16 ms", "all-allgather ms",
+          "all-sparse-allreduce ms", "mixed ms (dense/sparse allreduce/groups)",
+          "mixed exposed comm ms", "mixed vs fp32", "mixed vs bf16", "all-allgather vs fp32",
+          "all-sparse-allreduce vs fp32"]
 
 
 def table(rows, first=None):

@@ -200,7 +200,9 @@ OMGS_EXPORT Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers
                            const OptimalBudget& budget = {});
 
 /// The candidates of Planner::mixed for this model and P: mgs, mgs_mixed, optimal, dense
-/// (mgs and optimal if the model does not know the allreduce).
+/// (mgs and optimal if the model does not know the allreduce). With
+/// SparseExchange::automatic and a model that knows the sparse allreduce, mixed and
+/// automatic also plan mgs with every group on it (SparseExchange::allreduce).
 OMGS_EXPORT const std::vector<Planner>& mixed_candidates(const PerfModel& model, int workers);
 /// The candidates of Planner::automatic, in their order of preference: mgs, mgs_mixed,
 /// optimal, dense, threshold, single, layerwise (mgs_mixed and dense only when the model

@@ -301,7 +301,9 @@ const std::vector<Planner>& automatic_candidates(const PerfModel& model, int wor
 
 namespace {
 
-/// The candidates' plans, each planned once (threshold only with threshold_numel > 0).
+/// The candidates' plans, each planned once (threshold only with threshold_numel > 0). With
+/// SparseExchange::automatic, MGS with every group on the sparse allreduce joins them: a
+/// baseline that near-ties never go above (choose_plan).
 std::vector<Plan> plan_candidates(const std::vector<Planner>& planners,
                                   const std::vector<LayerSpec>& layers, const PerfModel& model,
                                   const PlanConfig& config, const OptimalBudget& budget) {
@@ -309,6 +311,12 @@ std::vector<Plan> plan_candidates(const std::vector<Planner>& planners,
   for (Planner p : planners)
     if (p != Planner::threshold || config.threshold_numel != 0)
       plans.push_back(make_plan(p, layers, model, config, budget));
+  if (config.sparse_exchange == SparseExchange::automatic &&
+      model.knows_sparse_allreduce(config.workers)) {
+    PlanConfig all = config;
+    all.sparse_exchange = SparseExchange::allreduce;
+    plans.push_back(make_plan(Planner::mgs, layers, model, all, budget));
+  }
   return plans;
 }
 

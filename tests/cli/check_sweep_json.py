@@ -38,7 +38,7 @@ for prev, r in zip([None] + rows[:-1], rows):
             assert r[p + "_s"] >= prev[p + "_s"] * (1 - eps), (r["workers"], p)
 ns = "{http://www.w3.org/2000/svg}"
 lines = [t.text for t in root.iter(ns + "title")]
-for series in ("dense fp32", "dense bf16", "mgs (all sparse)", "optimal", "mixed",
+for series in ("dense fp32", "dense bf16", "mgs (all allgather)", "sparse allreduce", "optimal", "mixed",
                "backward pass"):
     assert series in lines, series
 print("sweep json ok: %d rows, mixed at P = 4096 %.6f s" % (len(rows), rows[-1]["mixed_s"]))

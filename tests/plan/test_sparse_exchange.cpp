@@ -220,6 +220,27 @@ TEST_CASE("sparse exchange: near-ties never slower than dense or the sparse allr
   CHECK(omgs::choose_plan({fast, single, plan(3, Collective::dense, 1.05)}) == 2);
   CHECK(omgs::choose_plan({fast, single, plan(3, Collective::sparse_allreduce, 1.05)}) == 2);
   CHECK(omgs::choose_plan({fast, single, plan(12, Collective::dense, 1.05)}) == 0);
+  // mixed and automatic with the automatic exchange: never above the all-sparse-allreduce
+  // MGS plan (a candidate) nor dense, whatever the margin.
+  std::mt19937_64 rng(4096);
+  const omgs::AlphaBetaModel m = fabric();
+  for (int trial = 0; trial < 6; ++trial) {
+    const auto layers = omgs_test::random_layers(rng, 25, 50'000'000);
+    for (int p : {64, 1024, 4096}) {
+      omgs::PlanConfig config{p, 0.001, 8192, 1.0, SparseExchange::automatic};
+      omgs::PlanConfig all = config;
+      all.sparse_exchange = SparseExchange::allreduce;
+      const double sar = omgs::make_plan(Planner::mgs, layers, m, all).predicted.iteration_end_s;
+      const double dense =
+          omgs::make_plan(Planner::dense, layers, m, config).predicted.iteration_end_s;
+      for (Planner planner : {Planner::mixed, Planner::automatic}) {
+        INFO("trial " << trial << ", P = " << p << ", " << omgs::to_string(planner));
+        const double t = omgs::make_plan(planner, layers, m, config).predicted.iteration_end_s;
+        CHECK(t <= sar);
+        CHECK(t <= dense);
+      }
+    }
+  }
   // The mix counts three kinds: all one kind beats two of three.
   omgs::Plan two = plan(3, Collective::sparse, 1.0);
   two.groups[0].collective = Collective::sparse_allreduce;
