@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
@@ -21,15 +23,32 @@ namespace {
 /// has no linear alpha-beta terms, e.g. the reference model), and the allreduce costs (the
 /// closed loop refits the sparse terms only; dense groups keep their calibrated cost).
 struct ModelPrior {
-  std::vector<double> coefficients{0.0, 0.0, 0.0, 0.0};
+  std::vector<double> coefficients{0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
   CollectiveCosts allreduce;
+  CollectiveCosts sparse_allreduce;  // as given; kept when the plan has no such group
 };
+
+/// The sparse allreduce's {alpha, beta} at P for the fit's prior: the table's entry, else
+/// the formula (given or derived) evaluated at P, else zeros.
+std::pair<double, double> sparse_allreduce_prior(const AlphaBetaModel& ab, int workers) {
+  const auto it = ab.sparse_allreduce_costs().table.find(workers);
+  if (it != ab.sparse_allreduce_costs().table.end())
+    return {it->second.alpha_s, it->second.beta_s_per_byte};
+  const CollectiveCosts eff = ab.sparse_allreduce_effective_costs();
+  if (!eff.has_formula) return {0.0, 0.0};
+  const CollectiveFormula& f = eff.formula;
+  return {f.alpha_s + f.alpha_log2p_s * std::log2(static_cast<double>(workers)) +
+              f.alpha_p_s * static_cast<double>(workers - 1),
+          f.beta_s_per_byte};
+}
 
 ModelPrior prior_of(const PerfModel& model, int workers) {
   ModelPrior p;
   const AlphaBetaModel* ab = model.as_alpha_beta();
   if (ab == nullptr) return p;
   p.allreduce = ab->allreduce_costs();
+  p.sparse_allreduce = ab->sparse_allreduce_costs();
+  std::tie(p.coefficients[4], p.coefficients[5]) = sparse_allreduce_prior(*ab, workers);
   if (ab->topk_form() != TopkForm::linear) return p;
   p.coefficients[0] = ab->topk_c0_s();
   p.coefficients[1] = ab->topk_c1_s();
@@ -78,9 +97,13 @@ void RuntimeImpl::refit() noexcept {
     ModelPrior prior = prior_of(*model, size);
     std::vector<LayerSpec> next_layers = layers;
     const std::vector<double> c = agreed_fit(prior.coefficients, next_layers, rep);
-    auto fitted = std::make_unique<AlphaBetaModel>(
-        TopkForm::linear, c[0], c[1], CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
-        std::move(prior.allreduce));
+    AlphaBetaModel refitted(TopkForm::linear, c[0], c[1],
+                            CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
+                            std::move(prior.allreduce));
+    // The sparse allreduce's line where the plan had such groups, else its costs as before.
+    CollectiveCosts sar = c[6] > 0 ? CollectiveCosts{{{size, {c[4], c[5]}}}, false, {}}
+                                   : std::move(prior.sparse_allreduce);
+    auto fitted = std::make_unique<AlphaBetaModel>(refitted.with_sparse_allreduce(std::move(sar)));
     switch_plan(std::move(fitted), std::move(next_layers), rep);
   } catch (const std::exception& e) {
     last_error = std::string("omgs: the closed loop's refit failed (") + e.what() +
@@ -94,7 +117,8 @@ void RuntimeImpl::refit() noexcept {
   Kokkos::Profiling::popRegion();
 }
 
-/// The fitted coefficients {topk c0, c1, allgather alpha, beta} and the layers' backward
+/// The fitted coefficients {topk c0, c1, allgather alpha, beta, sparse allreduce alpha, beta,
+/// its groups} and the layers' backward
 /// times (into next_layers), identical on every rank. The points are agreed first, in one
 /// allreduce of medians over the window: per layer the slowest rank's backward up to the
 /// end of that layer (cumulative: the layers' times are the differences, so that the pass
@@ -131,9 +155,15 @@ std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
   for (const Group& g : plan.groups) rep.group_numel.push_back(g.numel);
   rep.group_sparsify_s = p.sparsify_s;
   rep.group_allgather_s = p.allgather_s;
-  const TimelineFit f =
-      fit_points(plan.groups, p, size, density_now, {prior[0], prior[1]}, {prior[2], prior[3]});
-  std::vector<double> c = {f.topk.c0, f.topk.c1, f.allgather.c0, f.allgather.c1};
+  const TimelineFit f = fit_points(plan.groups, p, size, density_now, {prior[0], prior[1]},
+                                   {prior[2], prior[3]}, {prior[4], prior[5]});
+  std::vector<double> c = {f.topk.c0,
+                           f.topk.c1,
+                           f.allgather.c0,
+                           f.allgather.c1,
+                           f.sparse_allreduce.c0,
+                           f.sparse_allreduce.c1,
+                           static_cast<double>(f.sparse_allreduce_groups)};
   max_over_ranks(comm, c);  // identical already (same points, same code): made certain
   return c;
 }

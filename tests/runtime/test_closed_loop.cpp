@@ -241,3 +241,32 @@ TEST_CASE("closed loop options: bad values fail every rank with their name",
   omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);  // the reference model can't be saved
   CHECK_THROWS_WITH(rt.save_perf_model("never.json"), Catch::Contains("alpha-beta"));
 }
+
+TEST_CASE("closed loop: the refit fits the sparse allreduce's line when the plan has its groups",
+          "[runtime][closed-loop]") {
+  omgs::RuntimeOptions opt;
+  opt.density = 0.01;
+  opt.sparse_exchange = omgs::SparseExchange::allreduce;  // calibrated at init, then refitted
+  opt.refit_iterations = 2;
+  opt.max_replans = 0;
+  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  for (const omgs::Group& g : rt.plan().groups)
+    if (g.collective != omgs::Collective::dense_allreduce)
+      CHECK(g.collective == omgs::Collective::sparse_allreduce);
+  std::mt19937 rng(11);
+  int refits = 0;
+  for (int it = 0; it < 6; ++it) {
+    const omgs::IterationStats st = run_iteration(rt, rng);
+    REQUIRE(st.status == omgs::Status::ok);
+    refits += st.refitted;
+  }
+  REQUIRE(refits == 1);
+  const int P = omgs_test::world_size();
+  const omgs::AlphaBetaModel* ab = rt.perf_model().as_alpha_beta();
+  REQUIRE(ab != nullptr);
+  // Before the fix the refitted model had no sparse allreduce costs at all.
+  CHECK(ab->sparse_allreduce_costs().table.count(P) == 1);
+  CHECK(rt.perf_model().knows_sparse_allreduce(P));
+  CHECK(rt.perf_model().sparse_allreduce_s(100000, P, opt.density) > 0.0);
+  CHECK(same_everywhere(rt.last_refit().model));
+}
