@@ -160,12 +160,15 @@ struct IterationStats {
   double iteration_s = 0.0;    ///< first ready() to the end of finish()
   /// This rank's contribution to the allgathers: k (index, value) pairs of 8 bytes per
   /// group. (With P ranks every rank receives P times as much; a ring allreduce of the
-  /// dense gradient moves about 2 * 4 * n bytes per rank.)
+  /// dense gradient moves about 2 * 4 * n bytes per rank.) A sparse-allreduce group counts
+  /// what its exchange really sent: pairs, counts and histograms.
   std::uint64_t bytes_sent = 0;
-  std::uint64_t bytes_received = 0;  ///< this iteration, all ranks' pairs (P * sent)
-  std::uint64_t iteration = 0;       ///< 0-based count of finished iterations
-  bool profiling = false;            ///< layer-wise while backward times were measured
-  bool replanned = false;            ///< the plan was built from the measured times after it
+  /// This iteration: all ranks' pairs (P * sent) for allgather groups; for sparse-allreduce
+  /// groups what their exchange really received.
+  std::uint64_t bytes_received = 0;
+  std::uint64_t iteration = 0;  ///< 0-based count of finished iterations
+  bool profiling = false;       ///< layer-wise while backward times were measured
+  bool replanned = false;       ///< the plan was built from the measured times after it
   /// The closed loop: the plan's predicted iteration (model in force) and this rank's
   /// measured one (its timeline's end, seconds from the start of backward).
   double predicted_s = 0.0;

@@ -27,6 +27,7 @@ struct SparseAllreduce::Impl {
   std::vector<SparsePair> own, binned, received, reduced, local, survivors, dropped;
   std::vector<int> send_counts, recv_counts, send_displs, recv_displs;
   std::vector<std::int64_t> coarse_hist, fine_hist;
+  std::vector<std::uint64_t> sort_keys;  // reduce_by_index's scratch
   sa::CoarsePick pick;
   int local_count = 0;
   std::string local_error;  // this rank's bad input, reported by every rank in post_pairs
@@ -61,6 +62,20 @@ struct SparseAllreduce::Impl {
     return static_cast<int>(at);
   }
 
+  /// Room for any exchange, so that a warm exchange never allocates (a progress thread's
+  /// iteration must not): a region receives at most P k pairs, fewer than n distinct.
+  void reserve() {
+    const auto p = static_cast<std::uint64_t>(size);
+    const auto most = static_cast<std::size_t>(std::min(n, p * k));
+    for (auto* v : {&received, &reduced, &local, &survivors}) v->reserve(most);
+    for (auto* v : {&own, &binned, &dropped}) v->reserve(static_cast<std::size_t>(k));
+    sort_keys.reserve(most);
+    requests.reserve(2 * static_cast<std::size_t>(size) + 1);
+    for (auto* v : {&send_counts, &recv_counts, &send_displs, &recv_displs})
+      v->reserve(static_cast<std::size_t>(size));
+    coarse_hist.reserve(sa::hist_bins);
+    fine_hist.reserve(sa::hist_bins);
+  }
   void post_counts();
   void post_pairs();
   void post_histogram(bool fine);
@@ -161,7 +176,7 @@ void SparseAllreduce::Impl::post_survivors() {
 void SparseAllreduce::Impl::finish() {
   sa::not_among(own.data(), own.size(), survivors, dropped);
   stats.survivors = survivors.size();
-  bounds = sa::balanced_bounds(survivors, n, size);
+  sa::balanced_bounds(survivors, n, size, bounds);
   phase = Phase::done;
 }
 
@@ -172,7 +187,7 @@ void SparseAllreduce::Impl::advance() {
       post_pairs();
       break;
     case Phase::pairs:
-      sa::reduce_by_index(received, reduced);
+      sa::reduce_by_index(received, reduced, sort_keys);
       post_histogram(false);
       break;
     case Phase::coarse:
@@ -213,6 +228,7 @@ SparseAllreduce::SparseAllreduce(MPI_Comm comm, std::uint64_t n, std::uint64_t k
   MPI_Type_contiguous(static_cast<int>(sizeof(SparsePair)), MPI_BYTE, &impl_->pair_type);
   MPI_Type_commit(&impl_->pair_type);
   impl_->bounds = sa::even_bounds(n, impl_->size);
+  impl_->reserve();
 }
 
 SparseAllreduce::~SparseAllreduce() {

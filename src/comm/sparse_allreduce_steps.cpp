@@ -3,27 +3,42 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include <omgs/error.hpp>
 
 namespace omgs::detail::sparse_allreduce {
 
-std::vector<std::uint64_t> even_bounds(std::uint64_t n, int ranks) {
-  const auto p = static_cast<std::uint64_t>(std::max(1, ranks));
-  std::vector<std::uint64_t> b(p + 1);
+namespace {
+
+void fill_even(std::uint64_t n, std::uint64_t p, std::vector<std::uint64_t>& b) {
+  b.resize(p + 1);
   // n / p * r + the remainder's share, without n * r overflowing for n near 2^64.
   for (std::uint64_t r = 0; r <= p; ++r) b[r] = n / p * r + n % p * r / p;
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> even_bounds(std::uint64_t n, int ranks) {
+  std::vector<std::uint64_t> b;
+  fill_even(n, static_cast<std::uint64_t>(std::max(1, ranks)), b);
   return b;
+}
+
+void balanced_bounds(const std::vector<SparsePair>& sorted, std::uint64_t n, int ranks,
+                     std::vector<std::uint64_t>& b) {
+  const auto p = static_cast<std::size_t>(std::max(1, ranks));
+  if (sorted.size() < p) return fill_even(n, p, b);
+  b.resize(p + 1);
+  b[0] = 0;
+  b[p] = n;
+  for (std::size_t r = 1; r < p; ++r) b[r] = sorted[r * sorted.size() / p].index;
 }
 
 std::vector<std::uint64_t> balanced_bounds(const std::vector<SparsePair>& sorted, std::uint64_t n,
                                            int ranks) {
-  const auto p = static_cast<std::size_t>(std::max(1, ranks));
-  if (sorted.size() < p) return even_bounds(n, ranks);
-  std::vector<std::uint64_t> b(p + 1);
-  b[0] = 0;
-  b[p] = n;
-  for (std::size_t r = 1; r < p; ++r) b[r] = sorted[r * sorted.size() / p].index;
+  std::vector<std::uint64_t> b;
+  balanced_bounds(sorted, n, ranks, b);
   return b;
 }
 
@@ -32,34 +47,50 @@ void bin_by_region(const SparsePair* pairs, std::size_t count,
                    std::vector<int>& counts) {
   const std::size_t regions = bounds.size() - 1;
   counts.assign(regions, 0);
-  std::vector<std::uint32_t> region(count);
+  // The region r with bounds[r] <= idx < bounds[r + 1] (empty regions are skipped).
+  auto region_of = [&bounds](std::uint64_t idx) {
+    return static_cast<std::size_t>(std::upper_bound(bounds.begin() + 1, bounds.end(), idx) -
+                                    (bounds.begin() + 1));
+  };
   for (std::size_t i = 0; i < count; ++i) {
     const std::uint64_t idx = pairs[i].index;
     if (idx >= bounds.back())
       throw Error("omgs: sparse allreduce: pair " + std::to_string(i) + " has index " +
                   std::to_string(idx) + ", not below the group's " + std::to_string(bounds.back()) +
                   " elements");
-    // The region r with bounds[r] <= idx < bounds[r + 1] (empty regions are skipped).
-    const auto r = std::upper_bound(bounds.begin() + 1, bounds.end(), idx) - (bounds.begin() + 1);
-    region[i] = static_cast<std::uint32_t>(r);
-    ++counts[static_cast<std::size_t>(r)];
+    ++counts[region_of(idx)];
   }
-  std::vector<std::size_t> at(regions + 1, 0);
-  for (std::size_t r = 0; r < regions; ++r) at[r + 1] = at[r] + static_cast<std::size_t>(counts[r]);
+  // No scratch (the progress thread's exchanges must not allocate once warm): counts become
+  // each region's start, then its end as it fills, then its count again.
+  int at = 0;
+  for (int& c : counts) at += std::exchange(c, at);
   out.resize(count);
-  for (std::size_t i = 0; i < count; ++i) out[at[region[i]]++] = pairs[i];
+  for (std::size_t i = 0; i < count; ++i)
+    out[static_cast<std::size_t>(counts[region_of(pairs[i].index)]++)] = pairs[i];
+  for (std::size_t r = regions; r-- > 1;) counts[r] -= counts[r - 1];
 }
 
-void reduce_by_index(std::vector<SparsePair>& received, std::vector<SparsePair>& out) {
-  std::stable_sort(received.begin(), received.end(),
-                   [](const SparsePair& a, const SparsePair& b) { return a.index < b.index; });
+void reduce_by_index(const std::vector<SparsePair>& received, std::vector<SparsePair>& out,
+                     std::vector<std::uint64_t>& keys) {
+  // Sorted by (index, position): equal indices in the order received, i.e. rank order,
+  // without std::stable_sort's temporary buffer.
+  keys.resize(received.size());
+  for (std::size_t i = 0; i < received.size(); ++i)
+    keys[i] = std::uint64_t{received[i].index} << 32 | i;
+  std::sort(keys.begin(), keys.end());
   out.clear();
-  for (const SparsePair& p : received) {
+  for (const std::uint64_t key : keys) {
+    const SparsePair& p = received[static_cast<std::size_t>(key & 0xffffffffu)];
     if (!out.empty() && out.back().index == p.index)
       out.back().value += p.value;
     else
       out.push_back(p);
   }
+}
+
+void reduce_by_index(std::vector<SparsePair>& received, std::vector<SparsePair>& out) {
+  std::vector<std::uint64_t> keys;
+  reduce_by_index(received, out, keys);
 }
 
 void histogram(const std::vector<SparsePair>& reduced, bool fine, std::uint32_t coarse,

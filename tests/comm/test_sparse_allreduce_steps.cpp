@@ -35,6 +35,14 @@ TEST_CASE("balanced_bounds give each region about the same number of the last re
   CHECK(b == std::vector<std::uint64_t>{0, 25, 50, 75, 1000000});
   // Fewer entries than ranks: even bounds.
   CHECK(sa::balanced_bounds({{5, 1.0f}}, 100, 4) == sa::even_bounds(100, 4));
+  // Into a vector that has the room: the same bounds, no reallocation.
+  std::vector<std::uint64_t> into(5, 7);
+  const std::uint64_t* before = into.data();
+  sa::balanced_bounds(sorted, 1000000, 4, into);
+  CHECK(into == b);
+  sa::balanced_bounds({{5, 1.0f}}, 100, 4, into);
+  CHECK(into == sa::even_bounds(100, 4));
+  CHECK(into.data() == before);
 }
 
 TEST_CASE("bin_by_region groups pairs by region, stably, empty regions included") {
@@ -62,6 +70,17 @@ TEST_CASE("reduce_by_index sums equal indices in rank order and sorts") {
   CHECK(out[1].index == 7);
   CHECK(out[1].value == 1.0f + 1e-8f);  // in arrival order: the same float operations
   CHECK(out[2].index == 9);
+  // With its scratch: the same sums, in the same order, the input left as it was.
+  const std::vector<SparsePair> again = {{7, 1.0f}, {2, 2.0f}, {7, 1e-8f}, {2, -2.0f}, {9, 3.0f}};
+  std::vector<SparsePair> out2;
+  std::vector<std::uint64_t> keys;
+  sa::reduce_by_index(again, out2, keys);
+  REQUIRE(out2.size() == 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(out2[i].index == out[i].index);
+    CHECK(out2[i].value == out[i].value);
+  }
+  CHECK(again[0].index == 7);
 }
 
 TEST_CASE("the threshold keeps the k largest magnitudes and the ties of the last fine bin") {

@@ -59,29 +59,49 @@ inline std::size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-/// No gradient mass lost: per entry of every layer, the sum over ranks of every gradient
-/// (`grad_sum`, this rank's) equals P * the sum of the aggregated gradients (`applied`,
-/// already times P) plus the sum over ranks of the residuals. Collective; true if it holds
-/// within `margin` everywhere (else `where` names the first entry that does not).
-inline bool mass_conserved(omgs::Runtime& rt, const std::vector<std::vector<double>>& grad_sum,
-                           const std::vector<std::vector<double>>& applied, double margin,
-                           std::string& where) {
-  for (std::size_t l = 0; l < rt.num_layers(); ++l) {
-    const auto r = to_host(rt.residual(l));
-    std::vector<double> local(r.begin(), r.end()), global(r.size()), grads(r.size());
-    MPI_Allreduce(local.data(), global.data(), static_cast<int>(r.size()), MPI_DOUBLE, MPI_SUM,
-                  MPI_COMM_WORLD);
-    MPI_Allreduce(grad_sum[l].data(), grads.data(), static_cast<int>(r.size()), MPI_DOUBLE, MPI_SUM,
-                  MPI_COMM_WORLD);
-    for (std::size_t i = 0; i < r.size(); ++i)
-      if (!(std::abs(global[i] + applied[l][i] - grads[i]) <= margin)) {
-        where = "layer " + std::to_string(l) + " entry " + std::to_string(i) + ": residuals " +
-                std::to_string(global[i]) + " + applied " + std::to_string(applied[l][i]) +
-                " != gradients " + std::to_string(grads[i]);
-        return false;
-      }
+/// The books of a conservation test: per entry of every layer, this rank's gradients summed
+/// over iterations and the aggregated gradients times P. No gradient mass is lost when the
+/// sum over ranks of every gradient equals the applied sum plus the sum over ranks of the
+/// residuals.
+struct MassLedger {
+  std::vector<std::vector<double>> grad_sum, applied;
+  explicit MassLedger(omgs::Runtime& rt) {
+    for (std::size_t l = 0; l < rt.num_layers(); ++l) {
+      grad_sum.emplace_back(rt.layers()[l].numel, 0.0);
+      applied.emplace_back(rt.layers()[l].numel, 0.0);
+    }
   }
-  return true;
-}
+  void add_gradient(std::size_t l, const std::vector<float>& g) {
+    for (std::size_t i = 0; i < g.size(); ++i) grad_sum[l][i] += g[i];
+  }
+  /// After finish(): this iteration's aggregated gradients.
+  void add_applied(omgs::Runtime& rt) {
+    for (std::size_t l = 0; l < rt.num_layers(); ++l) {
+      const auto a = to_host(rt.aggregated(l));
+      for (std::size_t i = 0; i < a.size(); ++i)
+        applied[l][i] += static_cast<double>(a[i]) * world_size();
+    }
+  }
+  /// Collective; true if it holds within `margin` everywhere (else `where` names the first
+  /// entry that does not).
+  bool conserved(omgs::Runtime& rt, double margin, std::string& where) const {
+    for (std::size_t l = 0; l < rt.num_layers(); ++l) {
+      const auto r = to_host(rt.residual(l));
+      std::vector<double> local(r.begin(), r.end()), global(r.size()), grads(r.size());
+      MPI_Allreduce(local.data(), global.data(), static_cast<int>(r.size()), MPI_DOUBLE, MPI_SUM,
+                    MPI_COMM_WORLD);
+      MPI_Allreduce(grad_sum[l].data(), grads.data(), static_cast<int>(r.size()), MPI_DOUBLE,
+                    MPI_SUM, MPI_COMM_WORLD);
+      for (std::size_t i = 0; i < r.size(); ++i)
+        if (!(std::abs(global[i] + applied[l][i] - grads[i]) <= margin)) {
+          where = "layer " + std::to_string(l) + " entry " + std::to_string(i) + ": residuals " +
+                  std::to_string(global[i]) + " + applied " + std::to_string(applied[l][i]) +
+                  " != gradients " + std::to_string(grads[i]);
+          return false;
+        }
+    }
+    return true;
+  }
+};
 
 }  // namespace omgs_test

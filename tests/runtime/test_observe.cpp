@@ -265,7 +265,8 @@ TEST_CASE("bad OMGS_* environment values on one rank fail every rank with their 
                         {"OMGS_TRACE", "/nonexistent-dir/t.json", "cannot write the trace file"},
                         {"OMGS_REFIT_ITERATIONS", "-2", "OMGS_REFIT_ITERATIONS='-2'"},
                         {"OMGS_MAX_REPLANS", "two", "OMGS_MAX_REPLANS='two'"},
-                        {"OMGS_REPLAN_MIN_GAIN", "-0.1", "OMGS_REPLAN_MIN_GAIN='-0.1'"}};
+                        {"OMGS_REPLAN_MIN_GAIN", "-0.1", "OMGS_REPLAN_MIN_GAIN='-0.1'"},
+                        {"OMGS_SPARSE_EXCHANGE", "sparse", "OMGS_SPARSE_EXCHANGE='sparse'"}};
   for (const Case& c : cases) {
     INFO(c.var << "=" << c.value);
     EnvGuard env(c.var, c.value, last);
@@ -308,6 +309,7 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
   EnvGuard replans("OMGS_MAX_REPLANS", "0", true);
   EnvGuard gain("OMGS_REPLAN_MIN_GAIN", "0", true);
   EnvGuard action("OMGS_ON_TIMEOUT", "abort", true);
+  EnvGuard exchange("OMGS_SPARSE_EXCHANGE", "automatic", true);
   const omgs::detail::RuntimeEnvironment env = read_runtime_environment();
   CHECK(env.progress_pin->policy == omgs::PinPolicy::pu);
   CHECK(env.progress_pin->pu == 3);
@@ -319,6 +321,7 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
   CHECK(*env.max_replans == 0);
   CHECK(*env.replan_min_gain == 0.0);
   CHECK(*env.abort_on_timeout);
+  CHECK(*env.sparse_exchange == omgs::SparseExchange::automatic);
   // The first bad value in the order of the fields is named.
   EnvGuard bad_count("OMGS_MAX_REPLANS", "1000001", true);
   EnvGuard bad_action("OMGS_ON_TIMEOUT", "later", true);

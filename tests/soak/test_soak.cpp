@@ -58,7 +58,10 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   omgs::RuntimeOptions opt;
   opt.density = 0.02;
   opt.perf_model = "calibrate";
-  opt.planner = omgs::Planner::optimal;
+  // OMGS_SOAK_PLANNER: another planner, e.g. mgs (all groups sparse) with
+  // OMGS_SPARSE_EXCHANGE=allreduce (every group a sparse allreduce; tests/soak/CMakeLists.txt).
+  const char* planner_env = std::getenv("OMGS_SOAK_PLANNER");
+  opt.planner = planner_env != nullptr ? omgs::parse_planner(planner_env) : omgs::Planner::optimal;
   // The closed loop too: refits (and plan switches) in the first iterations, then settled;
   // from iteration 10 on it must allocate nothing either.
   opt.refit_iterations = 3;
@@ -179,10 +182,19 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   CHECK(rt.last_stats().iteration == static_cast<std::uint64_t>(iterations - 1));
   CHECK(refits >= 1);  // the closed loop ran (and settled: no refit from iteration 10 on)
   CHECK(rt.last_refit().settled);
+  // The final plan's groups per collective (OMGS_SPARSE_EXCHANGE=allreduce: sparse allreduces).
+  std::string groups;
+  for (const omgs::Collective c :
+       {omgs::Collective::sparse, omgs::Collective::dense, omgs::Collective::sparse_allreduce}) {
+    const auto n = std::count_if(rt.plan().groups.begin(), rt.plan().groups.end(),
+                                 [c](const omgs::Group& g) { return g.collective == c; });
+    groups += " " + std::to_string(n) + " " + std::string(omgs::to_string(c));
+  }
   if (rank == 0)
     std::printf(
         "soak: %d of %d iterations (%.0f s, budget %.0f s) on %d ranks, %ld heap allocations in "
-        "ready/finish, RSS %ld -> %ld KiB; closed loop: %d refits, %u plan changes\n",
+        "ready/finish, RSS %ld -> %ld KiB; closed loop: %d refits, %u plan changes; final "
+        "plan:%s\n",
         iterations, max_iterations, MPI_Wtime() - t_start, budget_s, P, allocs, rss_start, rss_end,
-        refits, rt.last_stats().plan_generation);
+        refits, rt.last_stats().plan_generation, groups.c_str());
 }

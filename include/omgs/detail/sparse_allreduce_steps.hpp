@@ -39,6 +39,9 @@ OMGS_EXPORT std::vector<std::uint64_t> even_bounds(std::uint64_t n, int ranks);
 /// same bounds. Fewer than `ranks` entries: even bounds.
 OMGS_EXPORT std::vector<std::uint64_t> balanced_bounds(const std::vector<SparsePair>& sorted,
                                                        std::uint64_t n, int ranks);
+/// The same into `out` (no allocation once it has P + 1 entries' room).
+OMGS_EXPORT void balanced_bounds(const std::vector<SparsePair>& sorted, std::uint64_t n, int ranks,
+                                 std::vector<std::uint64_t>& out);
 
 /// This rank's pairs grouped by region (stable), counts[r] of them for region r. Throws
 /// omgs::Error naming the pair whose index is not below bounds.back().
@@ -49,6 +52,10 @@ OMGS_EXPORT void bin_by_region(const SparsePair* pairs, std::size_t count,
 /// The pairs a region's owner received, in rank order, summed per index into `out`, sorted by
 /// index. Equal indices are added in rank order, so the sums do not depend on timing.
 OMGS_EXPORT void reduce_by_index(std::vector<SparsePair>& received, std::vector<SparsePair>& out);
+/// The same with `keys` as scratch (no allocation once `keys` and `out` have the room; fewer
+/// than 2^32 pairs).
+OMGS_EXPORT void reduce_by_index(const std::vector<SparsePair>& received,
+                                 std::vector<SparsePair>& out, std::vector<std::uint64_t>& keys);
 
 /// Histogram of `reduced`'s magnitudes: coarse (fine == false) over the top bits, or fine
 /// over the next bits of the entries in coarse bin `coarse` only. `hist` gets hist_bins counts.
