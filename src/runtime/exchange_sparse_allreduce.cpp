@@ -35,9 +35,11 @@ class SparseAllreduceExchange final : public TopkExchange {
   std::size_t bytes_sent() const noexcept override { return 0; }
   std::size_t bytes_received() const noexcept override { return 0; }
   double predicted_s(const PerfModel& model, double density) const override {
-    // PerfModel has no sparse-allreduce term yet (the planner's half of issue 33): the
-    // allgather's prediction stands in.
-    return model.allgather_s(slice_.numel, ctx_.ranks, density);
+    // A model that knows no sparse allreduce at this P (e.g. the reference model) would have
+    // refused the plan; the allgather's term is its best stand-in for describe() only.
+    if (!model.knows_sparse_allreduce(ctx_.ranks))
+      return model.allgather_s(slice_.numel, ctx_.ranks, density);
+    return model.sparse_allreduce_s(slice_.numel, ctx_.ranks, density);
   }
 
   void prepare(IterationStats& st) override {
