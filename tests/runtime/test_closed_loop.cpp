@@ -251,7 +251,7 @@ TEST_CASE("closed loop: the refit fits the sparse allreduce's line when the plan
   opt.max_replans = 0;
   omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
   for (const omgs::Group& g : rt.plan().groups)
-    if (g.collective != omgs::Collective::dense_allreduce)
+    if (g.collective != omgs::Collective::dense)
       CHECK(g.collective == omgs::Collective::sparse_allreduce);
   std::mt19937 rng(11);
   int refits = 0;
