@@ -89,6 +89,9 @@ void to_c(int& c, omgs::TimeoutAction a) {
 void to_c(const char*& c, omgs::Planner p) {
   c = omgs::to_string(p).data();  // a string literal: NUL-terminated, never freed
 }
+void to_c(const char*& c, omgs::PairWire w) {
+  c = omgs::to_string(w).data();  // a string literal, as above
+}
 // The C string points into `v`, which must outlive it; an empty string is NULL.
 void to_c(const char*& c, const std::string& v) {
   c = v.empty() ? nullptr : v.c_str();
@@ -107,6 +110,9 @@ void from_c(omgs::TimeoutAction& a, int c) {
 }
 void from_c(omgs::Planner& p, const char* c) {
   if (c != nullptr) p = omgs::parse_planner(c);
+}
+void from_c(omgs::PairWire& w, const char* c) {
+  if (c != nullptr) w = omgs::parse_pair_wire(c);
 }
 void from_c(std::string& v, const char* c) {
   if (c != nullptr) v = c;
@@ -138,7 +144,8 @@ constexpr auto option_fields = std::make_tuple(
     field(&omgs_options::shutdown_timeout_s, &RuntimeOptions::shutdown_timeout_s),
     field(&omgs_options::refit_iterations, &RuntimeOptions::refit_iterations),
     field(&omgs_options::max_replans, &RuntimeOptions::max_replans),
-    field(&omgs_options::replan_min_gain, &RuntimeOptions::replan_min_gain));
+    field(&omgs_options::replan_min_gain, &RuntimeOptions::replan_min_gain),
+    field(&omgs_options::pair_wire, &RuntimeOptions::pair_wire));
 
 constexpr auto stats_fields = std::make_tuple(
     field(&omgs_iteration_stats::status, &IterationStats::status),
@@ -158,7 +165,9 @@ constexpr auto stats_fields = std::make_tuple(
     field(&omgs_iteration_stats::measured_s, &IterationStats::measured_s),
     field(&omgs_iteration_stats::model_generation, &IterationStats::model_generation),
     field(&omgs_iteration_stats::plan_generation, &IterationStats::plan_generation),
-    field(&omgs_iteration_stats::refitted, &IterationStats::refitted));
+    field(&omgs_iteration_stats::refitted, &IterationStats::refitted),
+    field(&omgs_iteration_stats::pairs_sent, &IterationStats::pairs_sent),
+    field(&omgs_iteration_stats::bytes_per_pair, &IterationStats::bytes_per_pair));
 
 // The refit report's copied fields; its model and per-group arrays point into the runtime.
 constexpr auto refit_fields = std::make_tuple(

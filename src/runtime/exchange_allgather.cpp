@@ -3,7 +3,10 @@
 // pairs are gathered on every rank (one MPI_Iallgatherv); finish() scatter-adds them / P.
 // A rank that cannot contribute (non-finite values) sends the failure marker instead, so
 // every rank skips the group together; a skipped group's selection goes back into the
-// residual, so no gradient mass is lost.
+// residual, so no gradient mass is lost. With RuntimeOptions::pair_wire other than pairs8
+// the pairs travel in the compact pair format (<omgs/pair_format.hpp>): one block per rank in
+// the same buffers, counted in 8-byte units; 16-bit values leave their rounding error in
+// the residual, and a skipped group's block is decoded back into it.
 #include <omgs/detail/kokkos_helpers.hpp>
 
 #include "comm/clock.hpp"
@@ -17,17 +20,24 @@ namespace {
 class AllgatherExchange final : public GroupExchange {
  public:
   AllgatherExchange(GroupSlice slice, double density, ExchangeContext& ctx)
-      : GroupExchange(std::move(slice), ctx), k_(selected_count(slice_.numel, density)) {
-    send_ = kernels::PairView("omgs::send_pairs", k_);
-    recv_ = kernels::PairView("omgs::recv_pairs", k_ * static_cast<std::size_t>(ctx.ranks));
+      : GroupExchange(std::move(slice), ctx),
+        k_(selected_count(slice_.numel, density)),
+        compact_(ctx.pair_wire != PairWire::pairs8),
+        layout_(make_pair_layout(slice_.numel, compact_ ? k_ : 0, wire_values(ctx.pair_wire))),
+        units_(compact_ ? layout_.words / 2 : k_) {
+    send_ = kernels::PairView("omgs::send_pairs", units_);
+    recv_ = kernels::PairView("omgs::recv_pairs", units_ * static_cast<std::size_t>(ctx.ranks));
+    if (compact_)
+      starts_ = kernels::StartView("omgs::chunk_starts",
+                                   layout_.chunks * static_cast<std::size_t>(ctx.ranks));
   }
 
   std::size_t k() const noexcept override { return k_; }
   const std::string& region() const override { return OMGS_LABEL("omgs::sparsify"); }
-  GroupBuffers wire() const override { return {send_.data(), recv_.data(), k_}; }
-  std::size_t bytes_sent() const noexcept override { return k_ * sizeof(SparsePair); }
+  GroupBuffers wire() const override { return {send_.data(), recv_.data(), units_}; }
+  std::size_t bytes_sent() const noexcept override { return units_ * sizeof(SparsePair); }
   std::size_t bytes_received() const noexcept override {
-    return k_ * static_cast<std::size_t>(ctx_.ranks) * sizeof(SparsePair);
+    return units_ * static_cast<std::size_t>(ctx_.ranks) * sizeof(SparsePair);
   }
   double predicted_s(const PerfModel& model, double density) const override {
     return model.allgather_s(slice_.numel, ctx_.ranks, density);
@@ -45,7 +55,11 @@ class AllgatherExchange final : public GroupExchange {
     failed_here_ = !res.ok();
     if (!failed_here_) ctx_.swapped[g] ^= 1;
     if (failed_here_) st.nonfinite += res.nonfinite;
-    kernels::pack_pairs(exec(), send_, 0, ctx_.sel_index, ctx_.sel_value, k_, failed_here_);
+    if (compact_)
+      kernels::encode_block(exec(), layout_, send_, ctx_.sel_index, ctx_.sel_value,
+                            Kokkos::subview(ctx_.resid_of(g), r), failed_here_);
+    else
+      kernels::pack_pairs(exec(), send_, 0, ctx_.sel_index, ctx_.sel_value, k_, failed_here_);
     detail::fence(exec());  // the pairs are complete before MPI sees them
   }
 
@@ -61,8 +75,8 @@ class AllgatherExchange final : public GroupExchange {
                 "; this rank's selection was kept in its residual";
       return;
     }
-    const int bad = kernels::count_failed_blocks(exec(), recv_, 0, k_, ctx_.ranks, ctx_.bad_blocks,
-                                                 ctx_.bad_blocks_host);
+    const int bad = kernels::count_failed_blocks(exec(), recv_, 0, units_, ctx_.ranks,
+                                                 ctx_.bad_blocks, ctx_.bad_blocks_host);
     if (bad == 0) {
       aggregate(r);
       return;
@@ -85,8 +99,12 @@ class AllgatherExchange final : public GroupExchange {
     const double t0 = now_s();
     r.agg_start_s = t0;
     const float scale = 1.0f / static_cast<float>(ctx_.ranks);
-    kernels::scatter_add(exec(), recv_, 0, k_ * static_cast<std::size_t>(ctx_.ranks), flat().agg,
-                         slice_.offset, slice_.numel, scale);
+    if (compact_)
+      kernels::decode_blocks(exec(), layout_, recv_, ctx_.ranks, starts_, flat().agg, slice_.offset,
+                             scale, true);
+    else
+      kernels::scatter_add(exec(), recv_, 0, k_ * static_cast<std::size_t>(ctx_.ranks), flat().agg,
+                           slice_.offset, slice_.numel, scale);
     r.stats.bytes_received += bytes_received();
     r.agg_end_s = now_s();  // launched (complete on host back-ends; finish() fences once)
     r.stats.aggregate_s += r.agg_end_s - t0;
@@ -96,13 +114,26 @@ class AllgatherExchange final : public GroupExchange {
   /// Not applied on this rank: this rank's selection goes back into its residual (unless
   /// select failed and left the residual untouched) and the aggregated slot is zero.
   void skip() {
-    if (!failed_here_)
+    if (!failed_here_ && compact_)
+      kernels::decode_blocks(exec(), layout_, send_, 1, starts_, ctx_.resid_of(slice_.g),
+                             slice_.offset, 1.0f, false);
+    else if (!failed_here_)
       kernels::add_back(exec(), send_, 0, k_, ctx_.resid_of(slice_.g), slice_.offset);
     zero_aggregate();
   }
 
+  static WireValues wire_values(PairWire w) {
+    return w == PairWire::bf16   ? WireValues::bf16
+           : w == PairWire::fp16 ? WireValues::fp16
+                                 : WireValues::fp32;
+  }
+
   std::size_t k_;
-  kernels::PairView send_, recv_;  // k pairs, P * k pairs
+  bool compact_;                   // the compact pair format, else the 8-byte pairs
+  PairLayout layout_;              // the compact block (empty for the 8-byte pairs)
+  std::size_t units_;              // 8-byte units per rank: k pairs, or the block's words / 2
+  kernels::PairView send_, recv_;  // units, P * units
+  kernels::StartView starts_;      // the compact decode's chunk starts (P * chunks)
   bool failed_here_ = false;       // this rank could not contribute in this iteration
 };
 

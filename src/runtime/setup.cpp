@@ -50,6 +50,7 @@ void apply_environment(RuntimeOptions& o) {
   apply_if_set(o.replan_min_gain, env.replan_min_gain);
   if (env.abort_on_timeout)
     o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
+  if (env.pair_wire) o.pair_wire = parse_pair_wire(*env.pair_wire);
 }
 
 /// Before the communicator is duplicated: MPI and Kokkos usable, the communicator valid.
@@ -169,6 +170,9 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
                   std::to_string(options.max_replans) + ")");
     if (!(options.replan_min_gain >= 0) || !std::isfinite(options.replan_min_gain))
       throw Error("omgs: replan_min_gain must be a finite number >= 0");
+    if (options.pair_wire > PairWire::fp16)
+      throw Error("omgs: pair_wire has an unknown value (" +
+                  std::to_string(static_cast<int>(options.pair_wire)) + ")");
     bool all_zero = true;
     for (const LayerSpec& l : layers) all_zero = all_zero && l.backward_s == 0.0;
     measuring = options.backward_times == BackwardTimes::measure ||
@@ -217,7 +221,8 @@ void RuntimeImpl::check_agreement() {
                                            static_cast<std::uint64_t>(options.profile_iterations),
                                            static_cast<std::uint64_t>(options.refit_iterations),
                                            static_cast<std::uint64_t>(options.max_replans),
-                                           double_bits(options.replan_min_gain)};
+                                           double_bits(options.replan_min_gain),
+                                           static_cast<std::uint64_t>(options.pair_wire)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -245,7 +250,8 @@ void RuntimeImpl::check_agreement() {
                         "profile_iterations",
                         "refit_iterations",
                         "max_replans",
-                        "replan_min_gain"};
+                        "replan_min_gain",
+                        "pair_wire"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +
