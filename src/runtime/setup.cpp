@@ -4,10 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include <omgs/detail/kokkos_helpers.hpp>
+#include <omgs/pair_format.hpp>
 
 #include "comm/environment.hpp"
+
 #include "runtime/runtime_impl.hpp"
 
 namespace omgs::detail {
@@ -273,6 +276,23 @@ void RuntimeImpl::make_model() {
   }
   agree_on_error(comm, err, "omgs");
   if (options.perf_model == "calibrate") calibrate();
+  // The planner counts the bytes of the pair format in force (models of another family
+  // than alpha-beta, e.g. the reference one, keep their published constants).
+  if (const AlphaBetaModel* ab = model->as_alpha_beta(); ab != nullptr && ab->pair_bytes() == 8.0)
+    model = std::make_unique<AlphaBetaModel>(ab->with_pair_bytes(wire_pair_bytes()));
+}
+
+/// The compact block's bytes per pair for one group of every layer (at a fixed density it
+/// hardly depends on the group's size: the chunk counts are a few percent), 8 for pairs8.
+double RuntimeImpl::wire_pair_bytes() const {
+  if (options.pair_wire == PairWire::pairs8) return 8.0;
+  std::uint64_t n = 0;
+  for (const LayerSpec& l : layers) n += l.numel;
+  n = std::min<std::uint64_t>(n, std::numeric_limits<std::uint32_t>::max());
+  const WireValues v = options.pair_wire == PairWire::bf16   ? WireValues::bf16
+                       : options.pair_wire == PairWire::fp16 ? WireValues::fp16
+                                                             : WireValues::fp32;
+  return make_pair_layout(n, selected_count(n, options.density), v).bytes_per_pair();
 }
 
 /// Collective: throws on every rank unless every rank computed the same groups.

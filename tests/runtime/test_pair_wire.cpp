@@ -75,6 +75,11 @@ void step(omgs::Runtime& rt, int it) {
 /// aggregates.
 std::vector<std::vector<float>> run(PairWire wire, int iterations) {
   omgs::Runtime rt(MPI_COMM_WORLD, layers(), options(wire));
+  // The planner's model counts the format's bytes per pair.
+  const omgs::AlphaBetaModel* model = rt.perf_model().as_alpha_beta();
+  REQUIRE(model != nullptr);
+  if (wire == PairWire::pairs8) CHECK(model->pair_bytes() == 8.0);
+  if (wire == PairWire::bf16) CHECK(model->pair_bytes() < 4.0);
   const int P = world_size();
   const std::size_t L = rt.layers().size();
   std::vector<std::vector<double>> fed(L), applied(L);
