@@ -175,6 +175,30 @@ TEST_CASE("pair wire: a non-finite group fails everywhere, healthy ranks keep ev
   CHECK(rt.finish().status == omgs::Status::ok);
 }
 
+TEST_CASE("pair wire: the closed loop refits per byte of the format in force", "[runtime][pairs]") {
+  for (PairWire wire : {PairWire::pairs8, PairWire::bf16}) {
+    omgs::RuntimeOptions opt = options(wire);
+    opt.refit_iterations = 2;
+    omgs::Runtime rt(MPI_COMM_WORLD, layers(), opt);
+    const double pb = rt.perf_model().as_alpha_beta()->pair_bytes();
+    std::uint32_t generation = 0;
+    for (int it = 0; it < 6; ++it) {
+      step(rt, it);
+      const omgs::IterationStats st = rt.finish();
+      REQUIRE(st.status == omgs::Status::ok);
+      generation = st.model_generation;
+    }
+    INFO(omgs::to_string(wire));
+    CHECK(generation >= 1);  // refitted at least once
+    const omgs::AlphaBetaModel* m = rt.perf_model().as_alpha_beta();
+    REQUIRE(m != nullptr);
+    // The fitted model keeps the format's bytes per pair, so that its allgather term
+    // predicts the bytes the run sends.
+    CHECK(m->pair_bytes() == pb);
+    if (wire == PairWire::bf16) CHECK(pb < 4.0);
+  }
+}
+
 TEST_CASE("pair wire: bad values and disagreement are refused on every rank", "[runtime][pairs]") {
   setenv("OMGS_PAIR_WIRE", "fp8", 1);
   CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, layers(), options(PairWire::pairs8)),
