@@ -96,6 +96,9 @@ typedef struct omgs_options {
   int warmup_stages;          /* >= 1; default 4 */
   double momentum;            /* in [0, 1); default 0: off */
   double clip_norm;           /* >= 0; default 0: off */
+  /* The allgather groups' wire format: "pairs8" (default; NULL keeps it), "fp32", "bf16",
+   * "fp16" (the compact pair format, docs/api.md "Pair wire"). OMGS_PAIR_WIRE wins. */
+  const char* pair_wire;
 } omgs_options;
 
 typedef struct omgs_iteration_stats {
@@ -113,6 +116,9 @@ typedef struct omgs_iteration_stats {
   int refitted;              /* the model was refitted after this iteration */
   /* The calling thread's CPU time in the sparsify steps (IterationStats::sparsify_cpu_s). */
   double sparsify_cpu_s;
+  /* The allgather groups' pairs sent and their bytes per pair on the wire (8 for pairs8). */
+  uint64_t pairs_sent;
+  double bytes_per_pair;
 } omgs_iteration_stats;
 
 /* The closed loop's last refit (all zero, model "", before the first). Identical on every

@@ -9,11 +9,12 @@
 // order (fp32, or bf16 / fp16 rounded to nearest even: detail/pair_format_values.hpp). Each
 // section starts on a word. b (1 .. 15, so a count fits 16 bits) is the one that makes the
 // block smallest for (n, k); every rank derives the same layout from (n, k, values).
-// Decoding is parallel per pair: a prefix sum over the counts gives each chunk's first pair,
-// a binary search in it gives each pair's chunk (no serial pass over the group).
+// Decoding is parallel: a prefix sum over the counts gives each chunk's first pair,
+// then one team per chunk adds its pairs (no serial pass over the group, no search).
 //
-// encode_pairs() writes the block in one kernel over its words (each word written by one
-// thread, so the bytes are the same on every backend) and, for 16-bit values, adds each
+// encode_pairs() zeroes the counts, then writes the block in one kernel over its words
+// (values and offsets each written by one thread, the counts by atomic increments from the
+// pairs: the bytes are the same on every backend) and, for 16-bit values, adds each
 // pair's rounding error (value - sent value) into the residual: nothing is lost, the error
 // is sent in a later iteration (error feedback). decode_pairs() adds blocks' pairs, scaled,
 // into a vector. Indices are 32-bit: groups of more than 2^32 - 1 entries are refused.
@@ -116,7 +117,7 @@ inline PairLayout make_pair_layout(std::size_t n, std::size_t k, WireValues valu
 /// words[0, layout.words). For bf16 / fp16, residual(idx[i]) += val[i] - sent value, unless
 /// residual is empty (extent 0). With `failed`, the block is the failure marker instead
 /// (its first word all ones, which no valid block has) and the residual is untouched.
-/// Enqueued on exec; not fenced.
+/// Enqueued on exec (two launches); not fenced.
 template <class Exec, class IndexView, class ValueView, class ResidView, class WordView>
 void encode_pairs(const Exec& exec, const PairLayout& layout, const IndexView& idx,
                   const ValueView& val, const ResidView& residual, const WordView& words,

@@ -199,6 +199,16 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   CollectiveCosts sparse_effective_;  // sparse_allreduce_ completed by the derived formula
   double allreduce_element_bytes_ = 4.0;
   void derive_sparse_allreduce();
+
+ public:
+  /// This model with the allgather moving `bytes` per pair instead of 8 (the compact pair
+  /// format's, RuntimeOptions::pair_wire; the fitted beta stays per byte). Not saved in the
+  /// JSON. Throws unless 0 < bytes <= 64.
+  AlphaBetaModel with_pair_bytes(double bytes) const;
+  double pair_bytes() const noexcept { return pair_bytes_; }
+
+ private:
+  double pair_bytes_ = 8.0;
 };
 
 /// "reference" gives a ReferenceModel; anything else is read as an AlphaBetaModel JSON file.

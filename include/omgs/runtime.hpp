@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <omgs/comm.hpp>
@@ -46,6 +47,15 @@ enum class TimeoutAction {
   report,  ///< return Status::comm_failed with the watchdog's report; finish() may be retried
   abort,   ///< print the report on stderr and MPI_Abort the job
 };
+
+/// How the allgather groups' pairs travel (docs/api.md, "Pair wire"): `pairs8` the 8-byte
+/// (index, value) pairs; fp32 / bf16 / fp16 the compact pair format (<omgs/pair_format.hpp>,
+/// about 5.5-5.9 / 3.4-3.9 bytes per pair), bf16 and fp16 rounding the values with the
+/// rounding error kept in the residual.
+enum class PairWire : std::uint8_t { pairs8, fp32, bf16, fp16 };
+OMGS_EXPORT std::string_view to_string(PairWire wire);
+/// "pairs8" | "fp32" | "bf16" | "fp16"; throws omgs::Error naming the value otherwise.
+OMGS_EXPORT PairWire parse_pair_wire(std::string_view name);
 
 struct RuntimeOptions {
   double density = 0.001;  ///< fraction of each group's entries that is sent
@@ -124,6 +134,9 @@ struct RuntimeOptions {
   /// Trace events kept in memory (allocated at construction; later events are dropped
   /// and counted).
   std::size_t trace_max_events = std::size_t{1} << 18;
+
+  /// The allgather groups' wire format; OMGS_PAIR_WIRE wins. Every rank must agree.
+  PairWire pair_wire = PairWire::pairs8;
 };
 
 /// Outcome of a per-iteration call. Per-iteration calls never throw; last_error() has the
@@ -176,6 +189,10 @@ struct IterationStats {
   std::uint32_t model_generation = 0;  ///< +1 at each refit of the performance model
   std::uint32_t plan_generation = 0;   ///< +1 at each change of plan (profiling, closed loop)
   bool refitted = false;               ///< the model was refitted after this iteration
+  /// The allgather groups' pairs this rank sent, and their bytes per pair on the wire (8
+  /// for PairWire::pairs8; 0 without pairs).
+  std::uint64_t pairs_sent = 0;
+  double bytes_per_pair = 0.0;
 };
 
 /// The last refit of the closed loop (identical on every rank but measured_s / owner_wait_s).

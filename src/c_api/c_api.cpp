@@ -92,6 +92,9 @@ void to_c(const char*& c, omgs::Planner p) {
 void to_c(const char*& c, omgs::SparseExchange e) {
   c = omgs::to_string(e).data();  // a string literal: NUL-terminated, never freed
 }
+void to_c(const char*& c, omgs::PairWire w) {
+  c = omgs::to_string(w).data();  // a string literal, as above
+}
 // The C string points into `v`, which must outlive it; an empty string is NULL.
 void to_c(const char*& c, const std::string& v) {
   c = v.empty() ? nullptr : v.c_str();
@@ -113,6 +116,9 @@ void from_c(omgs::Planner& p, const char* c) {
 }
 void from_c(omgs::SparseExchange& e, const char* c) {
   if (c != nullptr) e = omgs::parse_sparse_exchange(c);
+}
+void from_c(omgs::PairWire& w, const char* c) {
+  if (c != nullptr) w = omgs::parse_pair_wire(c);
 }
 void from_c(std::string& v, const char* c) {
   if (c != nullptr) v = c;
@@ -150,7 +156,8 @@ constexpr auto option_fields = std::make_tuple(
     field(&omgs_options::warmup_iterations, &RuntimeOptions::warmup_iterations),
     field(&omgs_options::warmup_stages, &RuntimeOptions::warmup_stages),
     field(&omgs_options::momentum, &RuntimeOptions::momentum),
-    field(&omgs_options::clip_norm, &RuntimeOptions::clip_norm));
+    field(&omgs_options::clip_norm, &RuntimeOptions::clip_norm),
+    field(&omgs_options::pair_wire, &RuntimeOptions::pair_wire));
 
 constexpr auto stats_fields = std::make_tuple(
     field(&omgs_iteration_stats::status, &IterationStats::status),
@@ -170,7 +177,9 @@ constexpr auto stats_fields = std::make_tuple(
     field(&omgs_iteration_stats::measured_s, &IterationStats::measured_s),
     field(&omgs_iteration_stats::model_generation, &IterationStats::model_generation),
     field(&omgs_iteration_stats::plan_generation, &IterationStats::plan_generation),
-    field(&omgs_iteration_stats::refitted, &IterationStats::refitted));
+    field(&omgs_iteration_stats::refitted, &IterationStats::refitted),
+    field(&omgs_iteration_stats::pairs_sent, &IterationStats::pairs_sent),
+    field(&omgs_iteration_stats::bytes_per_pair, &IterationStats::bytes_per_pair));
 
 // The refit report's copied fields; its model and per-group arrays point into the runtime.
 constexpr auto refit_fields = std::make_tuple(

@@ -77,6 +77,16 @@ std::optional<SparseExchange> read_sparse_exchange() {
   }
 }
 
+/// OMGS_PAIR_WIRE: one of the names of omgs::PairWire (the runtime parses it).
+std::optional<std::string> read_pair_wire() {
+  const char* v = env_value("OMGS_PAIR_WIRE");
+  if (v == nullptr) return std::nullopt;
+  const std::string a = v;
+  if (a != "pairs8" && a != "fp32" && a != "bf16" && a != "fp16")
+    throw Error("omgs: OMGS_PAIR_WIRE='" + a + "' is not pairs8, fp32, bf16 or fp16");
+  return a;
+}
+
 }  // namespace
 
 const char* env_value(const char* name) noexcept {
@@ -104,6 +114,7 @@ RuntimeEnvironment read_runtime_environment() {
   env.replan_min_gain = read_replan_min_gain();
   env.abort_on_timeout = read_abort_on_timeout();
   env.sparse_exchange = read_sparse_exchange();
+  env.pair_wire = read_pair_wire();
   return env;
 }
 

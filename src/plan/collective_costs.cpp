@@ -62,19 +62,19 @@ const char* collective_name(CollectiveKind kind) {
 }
 
 double table_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
-                   double element_bytes) {
+                   double element_bytes, double pair_bytes) {
   if (kind == CollectiveKind::allgather)
-    return AlphaBetaModel::bytes_received(numel, workers, density);
+    return AlphaBetaModel::bytes_received(numel, workers, density) * (pair_bytes / 8.0);
   if (kind == CollectiveKind::sparse_allreduce)
     return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density);
   return element_bytes * static_cast<double>(numel);
 }
 
 double wire_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
-                  double element_bytes) {
+                  double element_bytes, double pair_bytes) {
   const double others = static_cast<double>(workers) - 1.0;
   if (kind == CollectiveKind::allgather)
-    return others * static_cast<double>(selected_count(numel, density)) * 8.0;
+    return others * static_cast<double>(selected_count(numel, density)) * pair_bytes;
   if (kind == CollectiveKind::sparse_allreduce)
     return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density);
   return 2.0 * others / static_cast<double>(workers) * element_bytes * static_cast<double>(numel);
@@ -82,17 +82,18 @@ double wire_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double 
 
 std::optional<double> collective_time(const CollectiveCosts& costs, CollectiveKind kind,
                                       std::uint64_t numel, int workers, double density,
-                                      double element_bytes) {
+                                      double element_bytes, double pair_bytes) {
   if (numel == 0) return 0.0;
   auto it = costs.table.find(workers);
   if (it != costs.table.end())
-    return it->second.alpha_s +
-           it->second.beta_s_per_byte * table_bytes(kind, numel, workers, density, element_bytes);
+    return it->second.alpha_s + it->second.beta_s_per_byte * table_bytes(kind, numel, workers,
+                                                                         density, element_bytes,
+                                                                         pair_bytes);
   if (!costs.has_formula) return std::nullopt;
   const CollectiveFormula& f = costs.formula;
   const double p = static_cast<double>(workers);
   return f.alpha_s + f.alpha_log2p_s * std::log2(p) + f.alpha_p_s * (p - 1.0) +
-         f.beta_s_per_byte * wire_bytes(kind, numel, workers, density, element_bytes);
+         f.beta_s_per_byte * wire_bytes(kind, numel, workers, density, element_bytes, pair_bytes);
 }
 
 std::optional<CostIssue> check_costs(const CollectiveCosts& costs, CollectiveKind kind) {

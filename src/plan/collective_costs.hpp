@@ -17,20 +17,22 @@ enum class CollectiveKind { allgather, allreduce, sparse_allreduce };
 /// "allgather", "allreduce" or "sparse_allreduce": the JSON member and the word in messages.
 const char* collective_name(CollectiveKind kind);
 
-/// Bytes the table's beta multiplies: the allgather's P * k * 8 received bytes, the
-/// allreduce's element_bytes * n gradient bytes (4: fp32; 2: a bf16 allreduce), the sparse
-/// allreduce's wire bytes (its table and formula share one measure).
+/// Bytes the table's beta multiplies: the allgather's P * k * pair_bytes received bytes
+/// (8: the 8-byte pairs; less with the compact pair format), the allreduce's
+/// element_bytes * n gradient bytes (4: fp32; 2: a bf16 allreduce), the sparse allreduce's
+/// wire bytes (its table and formula share one measure).
 double table_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
-                   double element_bytes = 4.0);
+                   double element_bytes = 4.0, double pair_bytes = 8.0);
 /// Bytes the formula's beta multiplies (CollectiveFormula).
 double wire_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
-                  double element_bytes = 4.0);
+                  double element_bytes = 4.0, double pair_bytes = 8.0);
 
 /// The cost for P = workers from the table entry, else the formula; nullopt if neither.
-/// element_bytes: the allreduce's bytes per gradient element (ignored for the allgather).
+/// element_bytes: the allreduce's bytes per gradient element (ignored for the allgather);
+/// pair_bytes: the allgather's bytes per pair (ignored for the allreduce).
 std::optional<double> collective_time(const CollectiveCosts& costs, CollectiveKind kind,
                                       std::uint64_t numel, int workers, double density,
-                                      double element_bytes = 4.0);
+                                      double element_bytes = 4.0, double pair_bytes = 8.0);
 
 /// A coefficient that is negative or not finite, or a table entry with workers < 1:
 /// "<field> = <value> (must be finite and >= 0)", naming the field as the JSON does.

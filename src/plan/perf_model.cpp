@@ -160,10 +160,10 @@ double AlphaBetaModel::allgather_s(std::uint64_t numel, int workers, double dens
   if (numel == 0) return 0.0;
   auto it = allgather_.find(workers);
   if (it != allgather_.end())
-    return it->second.alpha_s +
-           it->second.beta_s_per_byte * bytes_received(numel, workers, density);
+    return it->second.alpha_s + it->second.beta_s_per_byte *
+                                    bytes_received(numel, workers, density) * (pair_bytes_ / 8.0);
   const auto t = detail::collective_time(allgather_costs_, detail::CollectiveKind::allgather, numel,
-                                         workers, density);
+                                         workers, density, 4.0, pair_bytes_);
   if (!t) check_workers(workers);  // throws
   return *t;
 }
@@ -334,6 +334,7 @@ void AlphaBetaModel::save(const std::string& path) const {
 AlphaBetaModel AlphaBetaModel::with_topk(const TopkCost& topk) const {
   AlphaBetaModel m(topk.form, topk.c0_s, topk.c1_s, allgather_costs_, allreduce_);
   m.allreduce_element_bytes_ = allreduce_element_bytes_;
+  m.pair_bytes_ = pair_bytes_;
   m.sparse_allreduce_ = sparse_allreduce_;
   m.derive_sparse_allreduce();
   return m;
@@ -345,6 +346,15 @@ AlphaBetaModel AlphaBetaModel::with_allreduce_element_bytes(double bytes) const 
                 " (must be in (0, 8])");
   AlphaBetaModel m = *this;
   m.allreduce_element_bytes_ = bytes;
+  return m;
+}
+
+AlphaBetaModel AlphaBetaModel::with_pair_bytes(double bytes) const {
+  if (!(bytes > 0.0 && bytes <= 64.0))
+    throw Error("omgs: alpha-beta model: bytes per pair = " + show(bytes) +
+                " (must be in (0, 64])");
+  AlphaBetaModel m = *this;
+  m.pair_bytes_ = bytes;
   return m;
 }
 

@@ -3,9 +3,13 @@
 // pairs are gathered on every rank (one MPI_Iallgatherv); finish() scatter-adds them / P.
 // A rank that cannot contribute (non-finite values) sends the failure marker instead, so
 // every rank skips the group together; a skipped group's selection goes back into the
-// residual, so no gradient mass is lost.
+// residual, so no gradient mass is lost. With RuntimeOptions::pair_wire other than pairs8
+// the pairs travel in the compact pair format (<omgs/pair_format.hpp>): one block per rank in
+// the same buffers, counted in 8-byte units; 16-bit values leave their rounding error in
+// the residual, and a skipped group's block is decoded back into it.
 #include <omgs/detail/kokkos_helpers.hpp>
 
+#include "comm/clock.hpp"
 #include "runtime/exchange_topk.hpp"
 
 namespace omgs::detail {
@@ -15,45 +19,62 @@ namespace {
 class AllgatherExchange final : public TopkExchange {
  public:
   AllgatherExchange(GroupSlice slice, double density, ExchangeContext& ctx)
-      : TopkExchange(std::move(slice), density, ctx) {
-    recv_ = kernels::PairView("omgs::recv_pairs", k_ * static_cast<std::size_t>(ctx.ranks));
+      : TopkExchange(std::move(slice), density, ctx),
+        compact_(ctx.pair_wire != PairWire::pairs8),
+        layout_(make_pair_layout(slice_.numel, compact_ ? k_ : 0, wire_values(ctx.pair_wire))),
+        units_(compact_ ? layout_.words / 2 : k_) {
+    if (compact_) {
+      send_ = kernels::PairView("omgs::send_pairs", units_);
+      starts_ = kernels::StartView("omgs::chunk_starts",
+                                   layout_.chunks * static_cast<std::size_t>(ctx.ranks));
+    }
+    recv_ = kernels::PairView("omgs::recv_pairs", units_ * static_cast<std::size_t>(ctx.ranks));
   }
 
-  GroupBuffers wire() const override { return {send_.data(), recv_.data(), k_}; }
+  GroupBuffers wire() const override { return {send_.data(), recv_.data(), units_}; }
   bool contributed() const noexcept override { return !failed_here_; }
-  std::size_t bytes_sent() const noexcept override { return k_ * sizeof(SparsePair); }
+  std::size_t bytes_sent() const noexcept override { return units_ * sizeof(SparsePair); }
   std::size_t bytes_received() const noexcept override {
-    return k_ * static_cast<std::size_t>(ctx_.ranks) * sizeof(SparsePair);
+    return units_ * static_cast<std::size_t>(ctx_.ranks) * sizeof(SparsePair);
   }
   double predicted_s(const PerfModel& model, double density) const override {
     return model.allgather_s(slice_.numel, ctx_.ranks, density);
   }
 
   void prepare(IterationStats& st) override {
-    select_and_pack(st);
+    if (compact_) {
+      select(st);
+      kernels::encode_block(exec(), layout_, send_, ctx_.sel_index, ctx_.sel_value,
+                            Kokkos::subview(ctx_.resid_of(slice_.g), range()), failed_here_);
+    } else {
+      select_and_pack(st);
+    }
     detail::fence(exec());  // the pairs are complete before MPI sees them
   }
 
   void complete(WaitStatus w, GroupReport r) override {
     if (w != WaitStatus::ok) {
       // MPI failed the collective (or it was never submitted): its pairs are not valid.
-      skip();
+      skip_group();
       report_failure(r, Status::comm_failed,
                      "omgs: finish(): the allgather of " + slice_.label + " " +
                          collective_failure(w) +
                          "; this rank's selection was kept in its residual");
       return;
     }
-    const int bad = kernels::count_failed_blocks(exec(), recv_, 0, k_, ctx_.ranks, ctx_.bad_blocks,
-                                                 ctx_.bad_blocks_host);
+    const int bad = kernels::count_failed_blocks(exec(), recv_, 0, units_, ctx_.ranks,
+                                                 ctx_.bad_blocks, ctx_.bad_blocks_host);
     if (bad == 0) {
-      aggregate(r, recv_, k_ * static_cast<std::size_t>(ctx_.ranks));
+      if (compact_)
+        decode_all(r);
+      else
+        aggregate(r, recv_, k_ * static_cast<std::size_t>(ctx_.ranks));
       r.stats.bytes_received += bytes_received();
       return;
     }
     // Some rank could not contribute: no rank applies this group; healthy ranks keep their
     // selection in the residual, so no gradient mass is lost.
-    skip();
+    skip_group();
     report_failure(r, Status::nonfinite_gradient,
                    "omgs: " + slice_.label + " held non-finite values on " + std::to_string(bad) +
                        " rank(s) (" + std::to_string(r.stats.nonfinite) +
@@ -62,7 +83,39 @@ class AllgatherExchange final : public TopkExchange {
   }
 
  private:
-  kernels::PairView recv_;  // P * k pairs
+  /// Every rank's compact block decoded and scatter-added / P (aggregate()'s compact form).
+  void decode_all(GroupReport& r) {
+    Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::aggregate"));
+    const double t0 = now_s();
+    r.agg_start_s = t0;
+    const float scale = 1.0f / static_cast<float>(ctx_.ranks);
+    kernels::decode_blocks(exec(), layout_, recv_, ctx_.ranks, starts_, flat().agg, slice_.offset,
+                           scale, true);
+    r.agg_end_s = now_s();  // launched (complete on host back-ends; finish() fences once)
+    r.stats.aggregate_s += r.agg_end_s - t0;
+    Kokkos::Profiling::popRegion();
+  }
+
+  /// skip() for either form: the compact block is decoded back into the residual.
+  void skip_group() {
+    if (!compact_) return skip();
+    if (!failed_here_)
+      kernels::decode_blocks(exec(), layout_, send_, 1, starts_, ctx_.resid_of(slice_.g),
+                             slice_.offset, 1.0f, false);
+    zero_aggregate();
+  }
+
+  static WireValues wire_values(PairWire w) {
+    return w == PairWire::bf16   ? WireValues::bf16
+           : w == PairWire::fp16 ? WireValues::fp16
+                                 : WireValues::fp32;
+  }
+
+  bool compact_;               // the compact pair format, else the 8-byte pairs
+  PairLayout layout_;          // the compact block (empty for the 8-byte pairs)
+  std::size_t units_;          // 8-byte units per rank: k pairs, or the block's words / 2
+  kernels::PairView recv_;     // P * units
+  kernels::StartView starts_;  // the compact decode's chunk starts (P * chunks)
 };
 
 }  // namespace

@@ -88,6 +88,31 @@ void add_back(const ExecSpace& exec, PairView send, std::size_t offset, std::siz
       });
 }
 
+namespace {
+
+/// The pair buffer as 32-bit words (the block's unit); MPI and the kernels only copy bytes.
+using WordView =
+    Kokkos::View<std::uint32_t*, DeviceMemory, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+WordView words_of(PairView buf) {
+  return WordView(reinterpret_cast<std::uint32_t*>(buf.data()), buf.extent(0) * 2);
+}
+
+}  // namespace
+
+void encode_block(const ExecSpace& exec, const PairLayout& layout, PairView send,
+                  Kokkos::View<std::uint32_t*, DeviceMemory> idx,
+                  Kokkos::View<float*, DeviceMemory> val, GradientView resid, bool failed) {
+  encode_pairs(exec, layout, idx, val, resid, words_of(send), failed);
+}
+
+void decode_blocks(const ExecSpace& exec, const PairLayout& layout, PairView buf, int blocks,
+                   StartView starts, GradientView out, std::size_t group_offset, float scale,
+                   bool zero) {
+  auto slot = Kokkos::subview(out, std::make_pair(group_offset, group_offset + layout.n));
+  if (zero) fill_zero(exec, slot);
+  decode_pairs(exec, layout, words_of(buf), blocks, starts, slot, scale);
+}
+
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> d(
       static_cast<char*>(dst), bytes);

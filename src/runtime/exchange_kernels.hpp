@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <omgs/pair_format.hpp>
 #include <omgs/runtime.hpp>
 
 namespace omgs::detail::kernels {
@@ -44,6 +45,23 @@ void scatter_add(const ExecSpace& exec, PairView recv, std::size_t recv_offset, 
 /// resid[group_offset + index] += value for this rank's k pairs (the selection goes back).
 void add_back(const ExecSpace& exec, PairView send, std::size_t offset, std::size_t k,
               GradientView resid, std::size_t group_offset);
+
+/// The compact pair format (PairWire fp32 / bf16 / fp16) in the same pair buffers: a block
+/// is layout.words / 2 pairs' worth of bytes; its first word is the failure marker where
+/// pack_pairs puts it, so count_failed_blocks works on both forms.
+using StartView = Kokkos::View<std::size_t*, DeviceMemory>;
+
+/// The selection's block into send[0, layout.words / 2) (markers when `failed`); for 16-bit
+/// values the rounding error goes into resid (the group's current residual).
+void encode_block(const ExecSpace& exec, const PairLayout& layout, PairView send,
+                  Kokkos::View<std::uint32_t*, DeviceMemory> idx,
+                  Kokkos::View<float*, DeviceMemory> val, GradientView resid, bool failed);
+
+/// out[group] += value * scale for every pair of `blocks` blocks in buf, zeroing the group's
+/// slot first when `zero` (the aggregate) and not when adding back into the residual.
+void decode_blocks(const ExecSpace& exec, const PairLayout& layout, PairView buf, int blocks,
+                   StartView starts, GradientView out, std::size_t group_offset, float scale,
+                   bool zero);
 
 /// Staging through host mirrors when MPI is not GPU-aware (ProgressOptions::copy_to_*).
 void copy_to_host(void* dst, const void* src, std::size_t bytes);

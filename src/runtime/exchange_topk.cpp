@@ -12,6 +12,11 @@ const std::string& TopkExchange::region() const {
 }
 
 void TopkExchange::select_and_pack(IterationStats& st) {
+  select(st);
+  kernels::pack_pairs(exec(), send_, 0, ctx_.sel_index, ctx_.sel_value, k_, failed_here_);
+}
+
+void TopkExchange::select(IterationStats& st) {
   const auto r = range();
   FlatBuffers& f = flat();
   const std::size_t g = slice_.g;
@@ -23,7 +28,6 @@ void TopkExchange::select_and_pack(IterationStats& st) {
   failed_here_ = !res.ok();
   if (!failed_here_) ctx_.swapped[g] ^= 1;
   if (failed_here_) st.nonfinite += res.nonfinite;
-  kernels::pack_pairs(exec(), send_, 0, ctx_.sel_index, ctx_.sel_value, k_, failed_here_);
 }
 
 void TopkExchange::skip() {

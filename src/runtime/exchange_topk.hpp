@@ -27,6 +27,9 @@ class TopkExchange : public GroupExchange {
   /// non-finite values, the residual is untouched and poison() marks the pairs instead);
   /// fenced on return.
   void select_and_pack(IterationStats& st);
+  /// The selection alone (into ctx_.sel_index / sel_value), for an exchange that packs it
+  /// its own way (the allgather's compact pair format).
+  void select(IterationStats& st);
   /// Not applied on this rank: this rank's selection goes back into its residual (unless
   /// select failed and left the residual untouched) and the aggregated slot is zero.
   void skip();

@@ -52,6 +52,7 @@ struct ExchangeContext {
   Kokkos::View<int*, DeviceMemory> bad_blocks;  // count kernels, allocated once
   Kokkos::View<int*, DeviceMemory>::HostMirror bad_blocks_host;
   const ExecSpace& exec() const { return selector->execution_space_instance(); }
+  PairWire pair_wire = PairWire::pairs8;  ///< the allgather groups' wire format
 };
 
 /// Where a group's completion reports: the iteration's stats and error, its aggregate

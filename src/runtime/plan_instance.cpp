@@ -66,6 +66,7 @@ std::unique_ptr<PlanInstance> RuntimeImpl::build_instance(Plan next) {
   c.flat = &flat_;
   c.ranks = size;
   c.swapped.assign(G, 0);
+  c.pair_wire = options.pair_wire;
   std::size_t max_n = 1, max_k = 1;
   try {
     for (std::size_t g = 0; g < G; ++g) {

@@ -55,7 +55,8 @@ ModelPrior prior_of(const PerfModel& model, int workers) {
   const auto it = ab->allgather_table().find(workers);
   if (it != ab->allgather_table().end()) {
     p.coefficients[2] = it->second.alpha_s;
-    p.coefficients[3] = it->second.beta_s_per_byte;
+    p.coefficients[3] =
+        it->second.beta_s_per_byte * ab->pair_bytes() / 8.0;  // per 8-byte pair's byte
   }
   return p;
 }
@@ -97,9 +98,14 @@ void RuntimeImpl::refit() noexcept {
     ModelPrior prior = prior_of(*model, size);
     std::vector<LayerSpec> next_layers = layers;
     const std::vector<double> c = agreed_fit(prior.coefficients, next_layers, rep);
-    AlphaBetaModel refitted(TopkForm::linear, c[0], c[1],
-                            CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
-                            std::move(prior.allreduce));
+    // The fit's beta is per byte of 8-byte pairs (bytes_received): per byte of the pair
+    // format in force it is 8 / pair_bytes times that.
+    const double pb = wire_pair_bytes();
+    AlphaBetaModel refitted =
+        AlphaBetaModel(TopkForm::linear, c[0], c[1],
+                       CollectiveCosts{{{size, {c[2], c[3] * 8.0 / pb}}}, false, {}},
+                       std::move(prior.allreduce))
+            .with_pair_bytes(pb);
     // The sparse allreduce's line where the plan had such groups, else its costs as before.
     CollectiveCosts sar = c[6] > 0 ? CollectiveCosts{{{size, {c[4], c[5]}}}, false, {}}
                                    : std::move(prior.sparse_allreduce);

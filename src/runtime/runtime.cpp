@@ -110,7 +110,15 @@ void RuntimeImpl::submit(std::size_t g) {
     if (now_s() > deadline) break;
     backoff.pause();
   }
-  current.bytes_sent += instance_->exchanges[g]->bytes_sent();
+  const GroupExchange& ex = *instance_->exchanges[g];
+  current.bytes_sent += ex.bytes_sent();
+  if (ex.k() > 0) {  // a group of pairs: the running bytes per pair over them
+    const double pairs = static_cast<double>(current.pairs_sent);
+    current.pairs_sent += ex.k();
+    current.bytes_per_pair =
+        (current.bytes_per_pair * pairs + static_cast<double>(ex.bytes_sent())) /
+        static_cast<double>(current.pairs_sent);
+  }
   Kokkos::Profiling::popRegion();
 }
 

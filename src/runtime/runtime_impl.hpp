@@ -181,6 +181,8 @@ class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
   std::string check_local_input(std::string& trace_path);
   void check_agreement();
   void make_model();
+  /// The bytes per pair of options.pair_wire, for the model's allgather term.
+  double wire_pair_bytes() const;
   /// The planners' configuration, from the options (the one place it is built).
   PlanConfig plan_config() const {
     PlanConfig c{size, density_now, options.threshold_numel};

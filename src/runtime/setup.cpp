@@ -4,10 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include <omgs/detail/kokkos_helpers.hpp>
+#include <omgs/pair_format.hpp>
 
 #include "comm/environment.hpp"
+
 #include "runtime/runtime_impl.hpp"
 
 namespace omgs::detail {
@@ -45,6 +48,7 @@ void apply_environment(RuntimeOptions& o) {
   apply_if_set(o.sparse_exchange, env.sparse_exchange);
   if (env.abort_on_timeout)
     o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
+  if (env.pair_wire) o.pair_wire = parse_pair_wire(*env.pair_wire);
 }
 
 /// Before the communicator is duplicated: MPI and Kokkos usable, the communicator valid.
@@ -167,6 +171,9 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
                   std::to_string(options.max_replans) + ")");
     if (!(options.replan_min_gain >= 0) || !std::isfinite(options.replan_min_gain))
       throw Error("omgs: replan_min_gain must be a finite number >= 0");
+    if (options.pair_wire > PairWire::fp16)
+      throw Error("omgs: pair_wire has an unknown value (" +
+                  std::to_string(static_cast<int>(options.pair_wire)) + ")");
     bool all_zero = true;
     for (const LayerSpec& l : layers) all_zero = all_zero && l.backward_s == 0.0;
     measuring = options.backward_times == BackwardTimes::measure ||
@@ -221,7 +228,8 @@ void RuntimeImpl::check_agreement() {
                                            options.warmup_iterations,
                                            static_cast<std::uint64_t>(options.warmup_stages),
                                            double_bits(options.momentum),
-                                           double_bits(options.clip_norm)};
+                                           double_bits(options.clip_norm),
+                                           static_cast<std::uint64_t>(options.pair_wire)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -255,7 +263,8 @@ void RuntimeImpl::check_agreement() {
                         "warmup_iterations",
                         "warmup_stages",
                         "momentum",
-                        "clip_norm"};
+                        "clip_norm",
+                        "pair_wire"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +
@@ -277,6 +286,23 @@ void RuntimeImpl::make_model() {
   }
   agree_on_error(comm, err, "omgs");
   if (options.perf_model == "calibrate") calibrate();
+  // The planner counts the bytes of the pair format in force (models of another family
+  // than alpha-beta, e.g. the reference one, keep their published constants).
+  if (const AlphaBetaModel* ab = model->as_alpha_beta(); ab != nullptr && ab->pair_bytes() == 8.0)
+    model = std::make_unique<AlphaBetaModel>(ab->with_pair_bytes(wire_pair_bytes()));
+}
+
+/// The compact block's bytes per pair for one group of every layer (at a fixed density it
+/// hardly depends on the group's size: the chunk counts are a few percent), 8 for pairs8.
+double RuntimeImpl::wire_pair_bytes() const {
+  if (options.pair_wire == PairWire::pairs8) return 8.0;
+  std::uint64_t n = 0;
+  for (const LayerSpec& l : layers) n += l.numel;
+  n = std::min<std::uint64_t>(n, std::numeric_limits<std::uint32_t>::max());
+  const WireValues v = options.pair_wire == PairWire::bf16   ? WireValues::bf16
+                       : options.pair_wire == PairWire::fp16 ? WireValues::fp16
+                                                             : WireValues::fp32;
+  return make_pair_layout(n, selected_count(n, density_now), v).bytes_per_pair();
 }
 
 /// Collective: throws on every rank unless every rank computed the same groups.

@@ -31,6 +31,8 @@ static void iterate(omgs_runtime* rt, const omgs_layer* layers, int rank, int si
     /* The allgather sends every pair; the sparse allreduce a rank's pairs outside its
      * region, histograms and counts. */
     EXPECT(allgather ? st.bytes_sent == 8 * (1000 + 300 + 10) : size == 1 || st.bytes_sent > 0);
+    EXPECT(st.pairs_sent == 1000 + 300 + 10);
+    EXPECT(!allgather || st.bytes_per_pair == 8.0);
     EXPECT(st.sparsify_cpu_s > 0 && st.sparsify_cpu_s <= st.sparsify_s + 1e-3);
     for (size_t l = 0; l < 3; ++l) {
       const float* a = omgs_aggregated(rt, l, &n);
@@ -63,6 +65,12 @@ int main(int argc, char** argv) {
   omgs_options_init(&opt);
   EXPECT(opt.density > 0 && strcmp(opt.planner, "mgs") == 0);
   EXPECT(opt.shutdown_timeout_s == 5.0);
+  EXPECT(opt.pair_wire != NULL && strcmp(opt.pair_wire, "pairs8") == 0);
+  /* A bad pair wire on the last rank fails every rank, naming it. */
+  opt.pair_wire = rank == size - 1 ? "fp8" : "bf16";
+  EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt_probe) == OMGS_ERROR_SETUP);
+  EXPECT(rank != size - 1 || strstr(omgs_last_error(NULL), "pair_wire 'fp8'") != NULL);
+  opt.pair_wire = NULL; /* the default */
   /* A bad shutdown bound is refused on every rank. */
   opt.shutdown_timeout_s = rank == 0 ? -1.0 : 5.0;
   EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt_probe) == OMGS_ERROR_SETUP);

@@ -131,3 +131,22 @@ TEST_CASE("alpha-beta coefficients whose predictions overflow are rejected, with
   CHECK_THROWS_WITH(omgs::AlphaBetaModel::from_json(doc, "m.json"),
                     Catch::StartsWith("m.json:3: topk c1_s = 1e+308"));
 }
+
+TEST_CASE("alpha-beta model: bytes per pair of the pair format in force", "[plan][perf]") {
+  const omgs::AlphaBetaModel m(omgs::TopkForm::linear, 1e-5, 2e-9, {{4, {1e-4, 1e-9}}});
+  CHECK(m.pair_bytes() == 8.0);
+  // The 320 bytes of the test above at 3.5 bytes per pair: 140.
+  const omgs::AlphaBetaModel c = m.with_pair_bytes(3.5);
+  CHECK(c.pair_bytes() == 3.5);
+  CHECK(c.allgather_s(1000, 4, 0.01) == Approx(1e-4 + 1e-9 * 140.0).epsilon(1e-12));
+  CHECK(c.with_topk(omgs::TopkCost{}).pair_bytes() == 3.5);  // kept with another top-k
+  // The formula (P not in the table) scales the same way: (P - 1) * k * bytes.
+  const auto f = omgs::AlphaBetaModel::from_json(
+      R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 0, "c1_s": 0},
+          "allgather": [], "allgather_formula": {"alpha_s": 0, "beta_s_per_byte": 1e-9}})");
+  CHECK(f.allgather_s(1000, 3, 0.01) == Approx(1e-9 * 2 * 10 * 8.0).epsilon(1e-12));
+  CHECK(f.with_pair_bytes(4.0).allgather_s(1000, 3, 0.01) ==
+        Approx(1e-9 * 2 * 10 * 4.0).epsilon(1e-12));
+  CHECK_THROWS_WITH(m.with_pair_bytes(0.0), Catch::Contains("bytes per pair"));
+  CHECK_THROWS_WITH(m.with_pair_bytes(100.0), Catch::Contains("(0, 64]"));
+}

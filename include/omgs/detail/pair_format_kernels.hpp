@@ -30,22 +30,6 @@ KOKKOS_INLINE_FUNCTION float decode_value(int code, std::uint32_t h) {
   return code == 1 ? from_bf16(h) : from_fp16(h);
 }
 
-/// First position in the ascending idx[0, k) whose index is >= key (key may be 2^32).
-/// Branch-free halving (the compiler emits conditional moves): a chunk's count takes two of
-/// these, and mispredicted branches made them the encoder's main cost on the host.
-template <class IndexView>
-KOKKOS_INLINE_FUNCTION std::size_t lower_bound(const IndexView& idx, std::size_t k,
-                                               std::uint64_t key) {
-  if (k == 0 || key > 0xffffffffu) return k;
-  std::size_t lo = 0, len = k;
-  while (len > 1) {
-    const std::size_t half = len / 2;
-    lo = static_cast<std::uint64_t>(idx(lo + half - 1)) < key ? lo + half : lo;
-    len -= half;
-  }
-  return lo + (static_cast<std::uint64_t>(idx(lo)) < key ? 1 : 0);
-}
-
 /// One word of the block: what every section needs to build it, by value for the kernel.
 template <class IndexView, class ValueView, class ResidView, class WordView>
 struct EncodeWord {
@@ -55,19 +39,35 @@ struct EncodeWord {
   WordView words;
   std::size_t k, chunks, value_word, offset_word, used_words;
   unsigned b;
+  double inv_b;  // 1.0 / b
   int code;
   bool failed, feedback;
 
-  KOKKOS_INLINE_FUNCTION std::uint32_t count_of(std::size_t c) const {
-    if (c >= chunks) return 0;
-    return static_cast<std::uint32_t>(lower_bound(idx, k, std::uint64_t(c + 1) << b) -
-                                      lower_bound(idx, k, std::uint64_t(c) << b));
+  /// Counts pair i in its chunk's half of a count word. The count words are zeroed before
+  /// this kernel; a count never reaches 2^16, so the halves never carry into each other.
+  /// (Binary searches per chunk cost more on the host: each step waits for its load.)
+  KOKKOS_INLINE_FUNCTION void count_pair(std::size_t i) const {
+    const auto c = static_cast<std::size_t>(idx(i) >> b);
+    Kokkos::atomic_add(&words(c / 2), std::uint32_t(1) << (16 * (c % 2)));
+  }
+
+  /// floor(x / b) without a 64-bit division per word (b is a run-time value): the double
+  /// quotient, corrected by at most one either way.
+  KOKKOS_INLINE_FUNCTION std::uint64_t div_b(std::uint64_t x) const {
+    auto q = static_cast<std::uint64_t>(static_cast<double>(x) * inv_b);
+    if (q * b > x) --q;
+    if ((q + 1) * b <= x) ++q;
+    return q;
   }
 
   KOKKOS_INLINE_FUNCTION std::uint32_t value_word_at(std::size_t w) const {
-    if (code == 0) return float_bits(val(w));
+    if (code == 0) {
+      count_pair(w);
+      return float_bits(val(w));
+    }
     std::uint32_t word = 0;
     for (std::size_t i = 2 * w; i < 2 * w + 2 && i < k; ++i) {
+      count_pair(i);
       const float v = val(i);
       float sent = 0.0f;
       word |= encode_value(code, v, sent) << (16 * (i - 2 * w));
@@ -78,8 +78,8 @@ struct EncodeWord {
 
   KOKKOS_INLINE_FUNCTION std::uint32_t offset_word_at(std::size_t w) const {
     const std::uint64_t lo = std::uint64_t(w) * 32, mask = (std::uint64_t(1) << b) - 1;
-    const std::size_t first = static_cast<std::size_t>(lo / b);
-    const std::size_t last = static_cast<std::size_t>((lo + 31) / b);
+    const std::size_t first = static_cast<std::size_t>(div_b(lo));
+    const std::size_t last = static_cast<std::size_t>(div_b(lo + 31));
     std::uint64_t word = 0;
     for (std::size_t i = first; i <= last && i < k; ++i) {
       const std::uint64_t off = idx(i) & mask;
@@ -96,7 +96,7 @@ struct EncodeWord {
     if (failed)
       word = w == 0 ? failed_marker : 0u;
     else if (w < value_word)
-      word = count_of(2 * w) | (count_of(2 * w + 1) << 16);
+      return;  // the counts: zeroed, then counted by the value words' threads
     else if (w < offset_word)
       word = value_word_at(w - value_word);
     else if (w < used_words)
@@ -110,6 +110,8 @@ template <class Exec, class Layout, class IndexView, class ValueView, class Resi
 void encode(const Exec& exec, const Layout& l, const IndexView& idx, const ValueView& val,
             const ResidView& resid, const WordView& words, bool failed) {
   if (l.words == 0) return;
+  if (!failed)
+    fill_zero(exec, Kokkos::subview(words, std::make_pair(std::size_t(0), l.value_word)));
   const int code = static_cast<int>(l.values);
   EncodeWord<IndexView, ValueView, ResidView, WordView> f{
       idx,
@@ -122,6 +124,7 @@ void encode(const Exec& exec, const Layout& l, const IndexView& idx, const Value
       l.offset_word,
       l.offset_word + (l.k * l.chunk_bits + 31) / 32,
       l.chunk_bits,
+      1.0 / l.chunk_bits,
       code,
       failed,
       code != 0 && resid.extent(0) != 0};
