@@ -31,7 +31,7 @@ struct RuntimeEnvironment {
   std::optional<double> replan_min_gain;          ///< OMGS_REPLAN_MIN_GAIN: finite, >= 0
   std::optional<bool> abort_on_timeout;           ///< OMGS_ON_TIMEOUT: "abort" (true) or "report"
   std::optional<SparseExchange> sparse_exchange;  ///< OMGS_SPARSE_EXCHANGE
-  std::optional<std::string> pair_wire;             ///< OMGS_PAIR_WIRE: pairs8, fp32, bf16, fp16
+  std::optional<std::string> pair_wire;           ///< OMGS_PAIR_WIRE: pairs8, fp32, bf16, fp16
 };
 
 /// Reads the variables in the order of RuntimeEnvironment's fields; throws omgs::Error
