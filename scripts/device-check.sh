@@ -77,7 +77,7 @@ omgs_kit_unpack "$kit" "$prefix" "$with_mpi" || exit 2
 omgs_kit_env "$prefix" "$with_mpi"
 omgs_log "MPI: ${mpi_words[$with_mpi]}: $(mpiexec --version 2>&1 | head -n 1)"
 if [ "$unpack_only" -eq 1 ]; then
-  env | grep -E '^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|CMAKE_PREFIX_PATH|CPATH|OPAL_PREFIX|PMIX_PREFIX|MPI_HOME)=' | sort
+  env | grep -E '^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|CMAKE_PREFIX_PATH|CPATH|OPAL_PREFIX|PMIX_PREFIX|PMIX_MCA_mca_base_component_path|MPI_HOME)=' | sort
   exit 0
 fi
 
