@@ -61,7 +61,7 @@ mpi_words=("the machine's own MPI ($(command -v mpiexec))" "the kit's Open MPI")
 export OMGS_CHECK_CTEST="${OMGS_CHECK_CTEST--L ^(select|runtime)$ -LE ^(faults|soak)$ -E \.np4$}"
 export OMGS_CHECK_TARGETS="${OMGS_CHECK_TARGETS:-selected}"
 export OMGS_CHECK_BUDGET_S="${OMGS_CHECK_BUDGET_S:-420}"
-export OMGS_CHECK_STEP_BUDGETS="${OMGS_CHECK_STEP_BUDGETS-configure=60 build=200 ctest=150 bench-topk=60 main-job-1=45 main-job-2=45}"
+export OMGS_CHECK_STEP_BUDGETS="${OMGS_CHECK_STEP_BUDGETS-configure=60 build=240 ctest=150 bench-topk=60 main-job-1=45 main-job-2=45}"
 export OMGS_CHECK_ITERS="${OMGS_CHECK_ITERS:-10}"
 command -v ninja >/dev/null 2>&1 && export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"
 
