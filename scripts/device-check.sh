@@ -61,7 +61,7 @@ mpi_words=("the machine's own MPI ($(command -v mpiexec))" "the kit's Open MPI")
 export OMGS_CHECK_CTEST="${OMGS_CHECK_CTEST--L ^(select|runtime)$ -LE ^(faults|soak)$ -E \.np4$}"
 export OMGS_CHECK_TARGETS="${OMGS_CHECK_TARGETS:-selected}"
 export OMGS_CHECK_BUDGET_S="${OMGS_CHECK_BUDGET_S:-420}"
-export OMGS_CHECK_STEP_BUDGETS="${OMGS_CHECK_STEP_BUDGETS-configure=60 build=200 ctest=150 bench-topk=60 main-job-1=45 main-job-2=45}"
+export OMGS_CHECK_STEP_BUDGETS="${OMGS_CHECK_STEP_BUDGETS-configure=60 build=240 ctest=150 bench-topk=60 main-job-1=45 main-job-2=45}"
 export OMGS_CHECK_ITERS="${OMGS_CHECK_ITERS:-10}"
 command -v ninja >/dev/null 2>&1 && export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"
 
@@ -77,7 +77,7 @@ omgs_kit_unpack "$kit" "$prefix" "$with_mpi" || exit 2
 omgs_kit_env "$prefix" "$with_mpi"
 omgs_log "MPI: ${mpi_words[$with_mpi]}: $(mpiexec --version 2>&1 | head -n 1)"
 if [ "$unpack_only" -eq 1 ]; then
-  env | grep -E '^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|CMAKE_PREFIX_PATH|CPATH|OPAL_PREFIX|PMIX_PREFIX|MPI_HOME)=' | sort
+  env | grep -E '^(PATH|LD_LIBRARY_PATH|PKG_CONFIG_PATH|CMAKE_PREFIX_PATH|CPATH|OPAL_PREFIX|PMIX_PREFIX|PMIX_MCA_mca_base_component_path|MPI_HOME)=' | sort
   exit 0
 fi
 

@@ -81,6 +81,9 @@ omgs_kit_env() {
     export LD_LIBRARY_PATH="$p/lib/$a/openmpi/lib:$LD_LIBRARY_PATH"
     # Open MPI and PMIx find their plugins, help texts and wrapper data from these.
     export OPAL_PREFIX="$p" PMIX_PREFIX="$p/lib/$a/pmix2" MPI_HOME="$p"
+    # PMIX_PREFIX does not move PMIx's plugin directory: without this, mpiexec in a
+    # namespace that hides the system's PMIx ran with none ("pcompress ... unavailable").
+    export PMIX_MCA_mca_base_component_path="$p/lib/$a/pmix2/lib/pmix"
     # Containers and VMs often refuse the cross-memory attach of the shared-memory transport.
     export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
   fi
