@@ -29,7 +29,8 @@ Spread spread_of(std::vector<double> v) {
 }
 
 SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& layers,
-                             double density, int repeats, int digits) {
+                             double density, int repeats, int digits,
+                             omgs::SparseExchange exchange) {
   if (repeats < 1) throw omgs::Error("calibrate_shared: repeats must be at least 1");
   const auto t0 = std::chrono::steady_clock::now();
   int size = 1;
@@ -38,6 +39,10 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
   opt.density = density;
   opt.planner = omgs::Planner::layerwise;
   opt.perf_model = "calibrate";
+  // automatic, not allreduce: the calibration runtime's layer-wise plan need not make a
+  // sparse allreduce (and its communicator) per layer to have the exchange timed.
+  const bool sar = exchange != omgs::SparseExchange::allgather;
+  if (sar) opt.sparse_exchange = omgs::SparseExchange::automatic;
   std::vector<Coefficients> runs;
   for (int r = 0; r < repeats; ++r) {
     omgs::Runtime rt(comm, layers, opt);
@@ -48,8 +53,12 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
     const omgs::AlphaBeta ar = ab->allreduce_costs().table.count(size) != 0
                                    ? ab->allreduce_costs().table.at(size)
                                    : omgs::AlphaBeta{};
+    const auto& st = ab->sparse_allreduce_costs().table;
+    const omgs::AlphaBeta sa = st.count(size) != 0 ? st.at(size) : omgs::AlphaBeta{};
+    if (sar && st.count(size) == 0)
+      throw omgs::Error("calibrate_shared: the runtime's calibration has no sparse allreduce cost");
     runs.push_back({ab->topk_c0_s(), ab->topk_c1_s(), g.alpha_s, g.beta_s_per_byte, ar.alpha_s,
-                    ar.beta_s_per_byte});
+                    ar.beta_s_per_byte, sa.alpha_s, sa.beta_s_per_byte});
   }
   auto field = [&](double Coefficients::*f) {
     std::vector<double> v;
@@ -61,24 +70,23 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
   // Every rank holds the same values (the runtime takes the maximum over ranks); rank 0's
   // are broadcast anyway so that the model is identical to the bit.
   const Spread ar_alpha = field(&Coefficients::ar_alpha), ar_beta = field(&Coefficients::ar_beta);
-  double m[6] = {
-      round_significant(c0.median, digits),       round_significant(c1.median, digits),
-      round_significant(alpha.median, digits),    round_significant(beta.median, digits),
-      round_significant(ar_alpha.median, digits), round_significant(ar_beta.median, digits)};
-  bcast_or_abort(m, 6, MPI_DOUBLE, 0, comm, "the calibrated model's broadcast");
+  const Spread sar_alpha = field(&Coefficients::sar_alpha),
+               sar_beta = field(&Coefficients::sar_beta);
+  double m[8] = {
+      round_significant(c0.median, digits),        round_significant(c1.median, digits),
+      round_significant(alpha.median, digits),     round_significant(beta.median, digits),
+      round_significant(ar_alpha.median, digits),  round_significant(ar_beta.median, digits),
+      round_significant(sar_alpha.median, digits), round_significant(sar_beta.median, digits)};
+  bcast_or_abort(m, 8, MPI_DOUBLE, 0, comm, "the calibrated model's broadcast");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {omgs::AlphaBetaModel(omgs::TopkForm::linear, m[0], m[1],
-                               omgs::CollectiveCosts{{{size, {m[2], m[3]}}}, false, {}},
-                               omgs::CollectiveCosts{{{size, {m[4], m[5]}}}, false, {}}),
-          runs,
-          c0,
-          c1,
-          alpha,
-          beta,
-          ar_alpha,
-          ar_beta,
-          seconds};
+  omgs::AlphaBetaModel model(omgs::TopkForm::linear, m[0], m[1],
+                             omgs::CollectiveCosts{{{size, {m[2], m[3]}}}, false, {}},
+                             omgs::CollectiveCosts{{{size, {m[4], m[5]}}}, false, {}});
+  if (sar)
+    model = model.with_sparse_allreduce(omgs::CollectiveCosts{{{size, {m[6], m[7]}}}, false, {}});
+  return {std::move(model), runs,    c0,        c1,       alpha,  beta,
+          ar_alpha,         ar_beta, sar_alpha, sar_beta, seconds};
 }
 
 std::string write_job_model(MPI_Comm comm, const omgs::AlphaBetaModel& model) {

@@ -20,7 +20,8 @@ namespace omgs_examples {
 /// The fitted coefficients of one calibration: top-k c0 + c1 * n, allgather alpha + beta * bytes.
 struct Coefficients {
   double c0 = 0, c1 = 0, alpha = 0, beta = 0;
-  double ar_alpha = 0, ar_beta = 0;  ///< the dense allreduce (per 4n bytes)
+  double ar_alpha = 0, ar_beta = 0;    ///< the dense allreduce (per 4n bytes)
+  double sar_alpha = 0, sar_beta = 0;  ///< the sparse allreduce (per wire byte), when timed
 };
 
 struct Spread {
@@ -32,7 +33,8 @@ struct SharedModel {
   std::vector<Coefficients> runs;
   Spread c0, c1, alpha, beta;
   Spread ar_alpha, ar_beta;
-  double seconds = 0;  ///< all calibrations together
+  Spread sar_alpha, sar_beta;  ///< zeros unless the sparse allreduce was timed
+  double seconds = 0;          ///< all calibrations together
 };
 
 /// Rounds v to `digits` significant decimal digits (0 stays 0).
@@ -42,9 +44,12 @@ double round_significant(double v, int digits);
 Spread spread_of(std::vector<double> v);
 
 /// Calibrates `repeats` times on comm (collective; each is a layer-wise omgs::Runtime with
-/// perf_model "calibrate") and forms the model from the rounded medians.
+/// perf_model "calibrate") and forms the model from the rounded medians. With a sparse
+/// exchange other than allgather the runtime's calibration times the sparse allreduce too,
+/// and the model carries its cost.
 SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& layers,
-                             double density, int repeats, int digits = 2);
+                             double density, int repeats, int digits = 2,
+                             omgs::SparseExchange exchange = omgs::SparseExchange::allgather);
 
 /// Writes the model to one temporary file (TMPDIR or /tmp) named by rank 0, under the same
 /// path on every rank (the runtime checks that ranks agree on perf_model); a rank that does

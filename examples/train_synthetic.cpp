@@ -238,19 +238,24 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
   temp = false;
   if (args.perf != "calibrate") return args.perf;
   const omgs_examples::SharedModel m =
-      omgs_examples::calibrate_shared(MPI_COMM_WORLD, layers, args.density, args.calibrations);
+      omgs_examples::calibrate_shared(MPI_COMM_WORLD, layers, args.density, args.calibrations, 2,
+                                      omgs::parse_sparse_exchange(args.sparse_exchange));
   if (rank == 0) {
     std::printf(
         "calibration x%d (%.2f s), min / median / max over runs; the plans use the\n"
         "medians rounded to 2 digits: %s\n",
         args.calibrations, m.seconds, m.model.describe().c_str());
-    const std::pair<const char*, omgs_examples::Spread> rows[] = {
+    std::vector<std::pair<const char*, omgs_examples::Spread>> rows = {
         {"topk c0_s", m.c0},
         {"topk c1_s", m.c1},
         {"allgather alpha_s", m.alpha},
         {"allgather beta_s_per_byte", m.beta},
         {"allreduce alpha_s", m.ar_alpha},
         {"allreduce beta_s_per_byte", m.ar_beta}};
+    if (!m.model.sparse_allreduce_costs().table.empty()) {  // timed: a sparse exchange asked
+      rows.push_back({"sparse_allreduce alpha_s", m.sar_alpha});
+      rows.push_back({"sparse_allreduce beta_s/B", m.sar_beta});
+    }
     for (const auto& [name, sp] : rows)
       std::printf("  %-26s %10.3e %10.3e %10.3e\n", name, sp.min, sp.median, sp.max);
     if (!args.save_perf.empty()) m.model.save(args.save_perf);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/error.hpp>
 
 #include "comm/arrival.hpp"
@@ -186,6 +187,31 @@ std::vector<double> time_allreduce(MPI_Comm comm, std::size_t floats, int repeti
     t.push_back(now_s() - a);
   }
   return t;
+}
+
+std::vector<double> time_sparse_allreduce(MPI_Comm comm, std::uint64_t numel, std::uint64_t k,
+                                          const std::vector<SparsePair>& pairs, int repetitions,
+                                          double timeout_s) {
+  SparseAllreduce exchange(comm, numel, k);
+  std::vector<double> t;
+  for (int r = 0; r <= repetitions; ++r) {
+    MPI_Barrier(comm);
+    const double a = now_s();
+    exchange.start(pairs.data(), pairs.size());
+    if (!exchange.wait(timeout_s))
+      throw Error("omgs: calibration: the sparse allreduce of k = " + std::to_string(k) +
+                  " did not complete within " + std::to_string(timeout_s) + " s (step " +
+                  SparseAllreduce::to_string(exchange.phase()) + ")");
+    if (r > 0) t.push_back(now_s() - a);  // the first run warms up
+  }
+  return t;
+}
+
+std::pair<int, int> rank_and_size(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  return {rank, size};
 }
 
 void abort_job(MPI_Comm comm, int code) noexcept {

@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <omgs/comm.hpp>
 
 namespace omgs::detail {
 
@@ -79,6 +82,15 @@ std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, in
 /// Collective: `repetitions` timed MPI_Iallreduce (MPI_SUM) of `floats` floats, each after a
 /// barrier; returns the durations in seconds (the dense groups' collective).
 std::vector<double> time_allreduce(MPI_Comm comm, std::size_t floats, int repetitions);
+/// Collective: times `repetitions` sparse allreduces (detail::SparseAllreduce of a group of
+/// `numel` elements, about `k` survivors) of this rank's `pairs`, each after a barrier, the
+/// first one more as a warm-up; throws omgs::Error naming the step if one does not complete
+/// within timeout_s. The times are this rank's.
+std::vector<double> time_sparse_allreduce(MPI_Comm comm, std::uint64_t numel, std::uint64_t k,
+                                          const std::vector<SparsePair>& pairs, int repetitions,
+                                          double timeout_s);
+/// This rank's rank and the size of `comm`.
+std::pair<int, int> rank_and_size(MPI_Comm comm);
 
 /// Collective: how many ranks of comm share this rank's node (MPI_COMM_TYPE_SHARED), >= 1.
 int ranks_on_node(MPI_Comm comm);

@@ -7,7 +7,6 @@
 #include <numeric>
 
 #include <omgs/detail/kokkos_helpers.hpp>
-#include <omgs/detail/sparse_allreduce.hpp>
 
 #include "plan/fit.hpp"
 #include "runtime/calibration_sparse.hpp"
@@ -80,9 +79,7 @@ std::vector<double> time_collective(MPI_Comm comm, std::size_t amount, double bu
 LinearFit fit_sparse_allreduce(MPI_Comm comm, std::uint64_t numel,
                                const std::vector<std::uint64_t>& ks, int repetitions,
                                double timeout_s) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  const auto [rank, size] = rank_and_size(comm);
   std::vector<double> x;
   std::vector<std::vector<double>> samples;
   for (std::uint64_t k : ks) {
@@ -93,18 +90,7 @@ LinearFit fit_sparse_allreduce(MPI_Comm comm, std::uint64_t numel,
     for (std::uint64_t i = 0; i < k; ++i)
       pairs[i] = {static_cast<std::uint32_t>(i * step + static_cast<std::uint64_t>(rank) % step),
                   static_cast<float>((i * 2654435761u + static_cast<std::uint64_t>(rank)) % 1000)};
-    SparseAllreduce exchange(comm, numel, k);
-    std::vector<double> t;
-    for (int r = 0; r <= repetitions; ++r) {
-      MPI_Barrier(comm);
-      const double a = now_s();
-      exchange.start(pairs.data(), pairs.size());
-      if (!exchange.wait(timeout_s))
-        throw Error("omgs: calibration: the sparse allreduce of k = " + std::to_string(k) +
-                    " did not complete within " + std::to_string(timeout_s) + " s (step " +
-                    SparseAllreduce::to_string(exchange.phase()) + ")");
-      if (r > 0) t.push_back(now_s() - a);  // the first run warms up
-    }
+    std::vector<double> t = time_sparse_allreduce(comm, numel, k, pairs, repetitions, timeout_s);
     max_over_ranks(comm, t);
     x.push_back(AlphaBetaModel::sparse_allreduce_bytes(
         numel, size, static_cast<double>(k) / static_cast<double>(numel)));
