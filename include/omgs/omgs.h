@@ -96,6 +96,10 @@ typedef struct omgs_options {
   int warmup_stages;          /* >= 1; default 4 */
   double momentum;            /* in [0, 1); default 0: off */
   double clip_norm;           /* >= 0; default 0: off */
+  /* How the dense groups are allreduced: "automatic" (default: a short measurement at
+   * creation picks the faster of MPI_Iallreduce and a blocking MPI_Allreduce by the
+   * progress thread), "nonblocking" or "blocking". OMGS_DENSE_ALLREDUCE wins. */
+  const char* dense_allreduce;
 } omgs_options;
 
 typedef struct omgs_iteration_stats {

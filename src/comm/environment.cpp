@@ -77,6 +77,17 @@ std::optional<SparseExchange> read_sparse_exchange() {
   }
 }
 
+std::optional<DenseAllreduce> read_dense_allreduce() {
+  const char* v = env_value("OMGS_DENSE_ALLREDUCE");
+  if (v == nullptr) return std::nullopt;
+  try {
+    return parse_dense_allreduce(v);
+  } catch (const Error&) {
+    throw Error(std::string("omgs: OMGS_DENSE_ALLREDUCE='") + v +
+                "' is not 'automatic', 'nonblocking' or 'blocking'");
+  }
+}
+
 }  // namespace
 
 const char* env_value(const char* name) noexcept {
@@ -104,6 +115,7 @@ RuntimeEnvironment read_runtime_environment() {
   env.replan_min_gain = read_replan_min_gain();
   env.abort_on_timeout = read_abort_on_timeout();
   env.sparse_exchange = read_sparse_exchange();
+  env.dense_allreduce = read_dense_allreduce();
   return env;
 }
 

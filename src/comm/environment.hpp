@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include <omgs/allreduce_form.hpp>
 #include <omgs/comm.hpp>
 #include <omgs/export.hpp>
 #include <omgs/plan.hpp>
@@ -31,6 +32,7 @@ struct RuntimeEnvironment {
   std::optional<double> replan_min_gain;          ///< OMGS_REPLAN_MIN_GAIN: finite, >= 0
   std::optional<bool> abort_on_timeout;           ///< OMGS_ON_TIMEOUT: "abort" (true) or "report"
   std::optional<SparseExchange> sparse_exchange;  ///< OMGS_SPARSE_EXCHANGE
+  std::optional<DenseAllreduce> dense_allreduce;  ///< OMGS_DENSE_ALLREDUCE
 };
 
 /// Reads the variables in the order of RuntimeEnvironment's fields; throws omgs::Error

@@ -43,6 +43,7 @@ void apply_environment(RuntimeOptions& o) {
   apply_if_set(o.max_replans, env.max_replans);
   apply_if_set(o.replan_min_gain, env.replan_min_gain);
   apply_if_set(o.sparse_exchange, env.sparse_exchange);
+  apply_if_set(o.dense_allreduce, env.dense_allreduce);
   if (env.abort_on_timeout)
     o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
 }
@@ -87,6 +88,7 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
   std::string trace_path;
   agree_on_error(comm, check_local_input(trace_path), "omgs");
   check_agreement();
+  choose_dense_allreduce();
   start_schedule();
   make_model();
   Plan first = initial_plan();
@@ -165,6 +167,11 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
       throw Error("omgs: refit_iterations and max_replans must be >= 0 (they are " +
                   std::to_string(options.refit_iterations) + " and " +
                   std::to_string(options.max_replans) + ")");
+    if (options.dense_allreduce == DenseAllreduce::blocking &&
+        !progress_thread_available(options.force_inline_progress))
+      throw Error(
+          "omgs: dense_allreduce = blocking needs the progress thread (MPI initialized with "
+          "MPI_THREAD_SERIALIZED or above, force_inline_progress off)");
     if (!(options.replan_min_gain >= 0) || !std::isfinite(options.replan_min_gain))
       throw Error("omgs: replan_min_gain must be a finite number >= 0");
     bool all_zero = true;
@@ -221,7 +228,8 @@ void RuntimeImpl::check_agreement() {
                                            options.warmup_iterations,
                                            static_cast<std::uint64_t>(options.warmup_stages),
                                            double_bits(options.momentum),
-                                           double_bits(options.clip_norm)};
+                                           double_bits(options.clip_norm),
+                                           static_cast<std::uint64_t>(options.dense_allreduce)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -255,7 +263,8 @@ void RuntimeImpl::check_agreement() {
                         "warmup_iterations",
                         "warmup_stages",
                         "momentum",
-                        "clip_norm"};
+                        "clip_norm",
+                        "dense_allreduce"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +
