@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -174,4 +175,17 @@ TEST_CASE("dense_allreduce: the watchdog names a group stalled in a blocking MPI
   // Retried, finish() completes once rank 1 has arrived.
   for (int i = 0; i < 30 && st.status == omgs::Status::comm_failed; ++i) st = rt.finish();
   REQUIRE(st.status == omgs::Status::ok);
+}
+
+TEST_CASE("describe_allreduce_setting names the environment's algorithm") {
+  const char* old = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  const std::string saved = old ? old : "";
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 1);
+  CHECK(omgs::describe_allreduce_setting() == "libnbc alg 1=ring");
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "7", 1);
+  CHECK(omgs::describe_allreduce_setting() == "libnbc alg 7");
+  unsetenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  if (!std::getenv("MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM"))
+    CHECK(omgs::describe_allreduce_setting() == "MPI's auto");
+  if (old) setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", saved.c_str(), 1);
 }
