@@ -39,8 +39,15 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
   opt.planner = omgs::Planner::layerwise;
   opt.perf_model = "calibrate";
   std::vector<Coefficients> runs;
+  omgs::AllreduceFormChoice form;
   for (int r = 0; r < repeats; ++r) {
     omgs::Runtime rt(comm, layers, opt);
+    if (r == 0) {
+      form = rt.calibration().dense_allreduce;
+      opt.dense_allreduce = form.form == omgs::AllreduceForm::blocking
+                                ? omgs::DenseAllreduce::blocking
+                                : omgs::DenseAllreduce::nonblocking;
+    }
     const omgs::AlphaBetaModel* ab = rt.perf_model().as_alpha_beta();
     if (ab == nullptr || ab->allgather_table().count(size) == 0)
       throw omgs::Error("calibrate_shared: the runtime's calibration is not an alpha-beta model");
@@ -78,7 +85,8 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
           beta,
           ar_alpha,
           ar_beta,
-          seconds};
+          seconds,
+          form};
 }
 
 std::string write_job_model(MPI_Comm comm, const omgs::AlphaBetaModel& model) {
