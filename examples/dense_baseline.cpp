@@ -59,17 +59,15 @@ AllreduceVariant choose_allreduce(MPI_Comm comm, std::size_t numel, int trials,
   AllreduceVariant v;
   v.progress_thread = threaded;
   v.blocking = c.form == omgs::AllreduceForm::blocking;
-  v.in_place = c.form != omgs::AllreduceForm::nonblocking;
+  v.in_place = c.form == omgs::AllreduceForm::nonblocking_in_place;
   return v;
 }
 
 DenseExchange::DenseExchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
                              std::vector<Bucket> buckets, AllreduceVariant variant)
     : comm_(comm), buckets_(std::move(buckets)), variant_(variant) {
-  if (variant_.blocking && (!variant_.progress_thread || !variant_.in_place))
-    throw omgs::Error(
-        "dense baseline: a blocking MPI_Allreduce needs the progress thread and "
-        "an in-place buffer");
+  if (variant_.blocking && !variant_.progress_thread)
+    throw omgs::Error("dense baseline: a blocking MPI_Allreduce needs the progress thread");
   MPI_Comm_size(comm_, &size_);
   const std::size_t L = numel.size();
   offset_.assign(L + 1, 0);
@@ -145,8 +143,8 @@ void DenseExchange::post(int b, MPI_Request* req) {
   const Bucket& k = buckets_[static_cast<std::size_t>(b)];
   const std::size_t at = offset_[k.begin];
   if (variant_.blocking) {  // on the progress thread; done when it returns
-    MPI_Allreduce(MPI_IN_PLACE, recv_base_ + at, static_cast<int>(offset_[k.end] - at), MPI_FLOAT,
-                  MPI_SUM, comm_);
+    MPI_Allreduce(variant_.in_place ? MPI_IN_PLACE : send_base_ + at, recv_base_ + at,
+                  static_cast<int>(offset_[k.end] - at), MPI_FLOAT, MPI_SUM, comm_);
     *req = MPI_REQUEST_NULL;
     return;
   }

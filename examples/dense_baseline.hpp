@@ -61,7 +61,7 @@ struct AllreduceVariant {
   /// Progressed by a thread of the exchange's own (needs MPI_THREAD_MULTIPLE), else in the
   /// caller's ready() and finish() calls.
   bool progress_thread = false;
-  /// A blocking MPI_Allreduce (in place) called by the progress thread instead of
+  /// A blocking MPI_Allreduce called by the progress thread instead of
   /// MPI_Iallreduce; only with progress_thread (inline it would stall the backward pass).
   bool blocking = false;
   /// e.g. "MPI_Iallreduce in-place (MPI's auto), progress thread"
@@ -70,7 +70,8 @@ struct AllreduceVariant {
 
 /// omgs::choose_allreduce_form on `numel` floats (`trials` each) among MPI_Iallreduce in
 /// place, with a separate send buffer and, where MPI provides MPI_THREAD_MULTIPLE (so a
-/// progress thread can call it), a blocking in-place MPI_Allreduce, as the exchange's
+/// progress thread can call it), a blocking MPI_Allreduce with a separate send buffer (in
+/// place, Open MPI's tuned component is far slower for large messages), as the exchange's
 /// variant; progress_thread is set where MPI provides MPI_THREAD_MULTIPLE. The same on every
 /// rank; `choice` receives what was measured. Collective.
 AllreduceVariant choose_allreduce(MPI_Comm comm, std::size_t numel, int trials,

@@ -110,14 +110,14 @@ namespace detail {
 
 std::vector<double> time_allreduce_form(MPI_Comm comm, std::size_t floats, int repetitions,
                                         AllreduceForm form) {
-  std::vector<float> a(floats, 0.0f), b(form == AllreduceForm::nonblocking ? floats : 0);
+  std::vector<float> a(floats, 0.0f), b(form == AllreduceForm::nonblocking_in_place ? 0 : floats);
   const int n = static_cast<int>(floats);
   std::vector<double> t;
   for (int r = 0; r < repetitions; ++r) {
     MPI_Barrier(comm);
     const double t0 = now_s();
     if (form == AllreduceForm::blocking) {
-      MPI_Allreduce(MPI_IN_PLACE, a.data(), n, MPI_FLOAT, MPI_SUM, comm);
+      MPI_Allreduce(a.data(), b.data(), n, MPI_FLOAT, MPI_SUM, comm);
     } else {
       const bool in_place = form == AllreduceForm::nonblocking_in_place;
       MPI_Request req;

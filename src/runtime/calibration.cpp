@@ -194,14 +194,15 @@ void RuntimeImpl::choose_dense_allreduce() {
     return;
   }
   // The two forms the dense wire posts (a blocking one only where a progress thread calls
-  // it), timed on the model's size up to 4 Mi floats: large enough for MPI to pick its
-  // large-message algorithms, short enough for start-up (eight allreduces).
+  // it), timed on the model's size (the largest a dense group can be) up to 16 Mi floats:
+  // the forms differ for large messages, where MPI switches algorithms (docs/comm.md), and
+  // tie below, so the large-message winner costs little on small groups.
   std::vector<AllreduceForm> forms = {AllreduceForm::nonblocking};
   if (progress_thread_available(options.force_inline_progress))
     forms.push_back(AllreduceForm::blocking);
   std::uint64_t total = 0;
   for (const LayerSpec& l : layers) total += l.numel;
-  c = choose_allreduce_form(comm, std::min<std::uint64_t>(total, std::uint64_t{1} << 22), 3, forms);
+  c = choose_allreduce_form(comm, std::min<std::uint64_t>(total, std::uint64_t{1} << 24), 3, forms);
 }
 
 }  // namespace omgs::detail
