@@ -1,13 +1,11 @@
 // The examples' dense baselines (see dense_baseline.hpp).
 #include "dense_baseline.hpp"
 #include "bounded_mpi.hpp"
-#include "median.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <utility>
 
@@ -43,71 +41,33 @@ std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double
 
 std::string AllreduceVariant::describe() const {
   const std::string call = blocking ? "MPI_Allreduce (blocking) " : "MPI_Iallreduce ";
-  return call + (in_place ? "in-place" : "separate-buf") + " (" + describe_allreduce_setting() +
-         "), " + (progress_thread ? "progress thread" : "progressed inline");
-}
-
-std::string describe_allreduce_setting() {
-  if (const char* v = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm")) {
-    const std::string s = v;
-    const char* names[] = {"auto", "ring", "binomial", "rabenseifner"};
-    const int i = std::atoi(v);
-    return "libnbc alg " + s +
-           (i >= 0 && i <= 3 && s == std::to_string(i) ? std::string("=") + names[i] : "");
-  }
-  if (const char* v = std::getenv("MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM"))
-    return std::string("mpich ") + v;
-  return "MPI's auto";
+  return call + (in_place ? "in-place" : "separate-buf") + " (" +
+         omgs::describe_allreduce_setting() + "), " +
+         (progress_thread ? "progress thread" : "progressed inline");
 }
 
 AllreduceVariant choose_allreduce(MPI_Comm comm, std::size_t numel, int trials,
-                                  AllreduceTimes* times) {
-  numel = std::max<std::size_t>(1, numel);
-  std::vector<float> a(numel, 1.0f), b(numel, 0.0f);
+                                  omgs::AllreduceFormChoice* choice) {
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
   const bool threaded = level == MPI_THREAD_MULTIPLE;
-  enum Form { in_place, separate, blocking, forms };
-  auto once = [&](Form f) {
-    barrier_or_abort(comm, "the allreduce variant measurement's barrier");
-    const double t0 = now_s();
-    const int n = static_cast<int>(numel);
-    if (f == blocking) {
-      MPI_Allreduce(MPI_IN_PLACE, a.data(), n, MPI_FLOAT, MPI_SUM, comm);
-    } else {
-      MPI_Request req;
-      MPI_Iallreduce(f == in_place ? MPI_IN_PLACE : a.data(), f == in_place ? a.data() : b.data(),
-                     n, MPI_FLOAT, MPI_SUM, comm, &req);
-      wait_or_abort(1, &req, comm, "the allreduce variant measurement");
-    }
-    return now_s() - t0;
-  };
-  const int timed = threaded ? forms : blocking;
-  for (int f = 0; f < timed; ++f) once(static_cast<Form>(f));  // warm-up
-  std::vector<double> t[forms];
-  for (int r = 0; r < std::max(1, trials); ++r)
-    for (int f = 0; f < timed; ++f) t[f].push_back(once(static_cast<Form>(f)));
-  double m[forms];
-  for (int f = 0; f < forms; ++f)
-    m[f] = f < timed ? median(t[f]) : std::numeric_limits<double>::quiet_NaN();
-  // Rank 0's measurement decides for everyone.
-  bcast_or_abort(m, forms, MPI_DOUBLE, 0, comm, "the allreduce variant choice");
-  if (times) *times = {m[in_place], m[separate], m[blocking]};
+  std::vector<omgs::AllreduceForm> forms = {omgs::AllreduceForm::nonblocking_in_place,
+                                            omgs::AllreduceForm::nonblocking};
+  if (threaded) forms.push_back(omgs::AllreduceForm::blocking);
+  const omgs::AllreduceFormChoice c = omgs::choose_allreduce_form(comm, numel, trials, forms);
+  if (choice) *choice = c;
   AllreduceVariant v;
   v.progress_thread = threaded;
-  v.in_place = m[in_place] <= m[separate];
-  v.blocking = threaded && m[blocking] < std::min(m[in_place], m[separate]);
-  if (v.blocking) v.in_place = true;
+  v.blocking = c.form == omgs::AllreduceForm::blocking;
+  v.in_place = c.form == omgs::AllreduceForm::nonblocking_in_place;
   return v;
 }
 
 DenseExchange::DenseExchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
                              std::vector<Bucket> buckets, AllreduceVariant variant)
     : comm_(comm), buckets_(std::move(buckets)), variant_(variant) {
-  if (variant_.blocking && (!variant_.progress_thread || !variant_.in_place))
-    throw omgs::Error(
-        "dense baseline: a blocking MPI_Allreduce needs the progress thread and "
-        "an in-place buffer");
+  if (variant_.blocking && !variant_.progress_thread)
+    throw omgs::Error("dense baseline: a blocking MPI_Allreduce needs the progress thread");
   MPI_Comm_size(comm_, &size_);
   const std::size_t L = numel.size();
   offset_.assign(L + 1, 0);
@@ -183,8 +143,8 @@ void DenseExchange::post(int b, MPI_Request* req) {
   const Bucket& k = buckets_[static_cast<std::size_t>(b)];
   const std::size_t at = offset_[k.begin];
   if (variant_.blocking) {  // on the progress thread; done when it returns
-    MPI_Allreduce(MPI_IN_PLACE, recv_base_ + at, static_cast<int>(offset_[k.end] - at), MPI_FLOAT,
-                  MPI_SUM, comm_);
+    MPI_Allreduce(variant_.in_place ? MPI_IN_PLACE : send_base_ + at, recv_base_ + at,
+                  static_cast<int>(offset_[k.end] - at), MPI_FLOAT, MPI_SUM, comm_);
     *req = MPI_REQUEST_NULL;
     return;
   }

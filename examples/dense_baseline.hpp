@@ -5,9 +5,10 @@
 //                 layers first); each bucket is allreduced as soon as it is full, by a
 //                 thread of its own (bucket_progress.hpp) while the rest of the backward
 //                 pass runs. The form is whichever a short measurement at start-up finds
-//                 fastest (rank 0 decides, all ranks follow): MPI_Iallreduce in place or
-//                 with a separate send buffer, or a blocking MPI_Allreduce called by that
-//                 thread, as Horovod's background thread does.
+//                 fastest (omgs::choose_allreduce_form, the one the runtime's dense groups
+//                 use; rank 0 decides, all ranks follow): MPI_Iallreduce in place or with a
+//                 separate send buffer, or a blocking MPI_Allreduce called by that thread,
+//                 as Horovod's background thread does.
 //   dense-layer   one MPI_Iallreduce per layer, posted as soon as the layer's gradient exists.
 //
 // Where the gradient buffer is host memory (Serial, OpenMP) MPI reduces in it directly, as
@@ -18,7 +19,7 @@
 // 4.1's libnbc MPI_Iallreduce uses a binomial reduce + broadcast for P < 4 or in-place
 // buffers unless OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 (ring), while its tuned
 // MPI_Allreduce picks a ring for large messages. Measuring both at start-up gives a user who
-// sets no variable the faster one; describe_allreduce_setting() names any variable set.
+// sets no variable the faster one; omgs::describe_allreduce_setting() names any variable set.
 #pragma once
 
 #include <mpi.h>
@@ -60,30 +61,21 @@ struct AllreduceVariant {
   /// Progressed by a thread of the exchange's own (needs MPI_THREAD_MULTIPLE), else in the
   /// caller's ready() and finish() calls.
   bool progress_thread = false;
-  /// A blocking MPI_Allreduce (in place) called by the progress thread instead of
+  /// A blocking MPI_Allreduce called by the progress thread instead of
   /// MPI_Iallreduce; only with progress_thread (inline it would stall the backward pass).
   bool blocking = false;
   /// e.g. "MPI_Iallreduce in-place (MPI's auto), progress thread"
   std::string describe() const;
 };
 
-/// The medians choose_allreduce measured (seconds; NaN for a form it did not time).
-struct AllreduceTimes {
-  double in_place_s = 0, separate_s = 0, blocking_s = 0;
-};
-
-/// Times MPI_Iallreduce of `numel` floats in place and with a separate send buffer and,
-/// where MPI provides MPI_THREAD_MULTIPLE (so a progress thread can call it), a blocking
-/// in-place MPI_Allreduce (`trials` each, alternating, after one warm-up), and returns the
-/// fastest by rank 0's medians, broadcast so that every rank uses the same; progress_thread
-/// is set where MPI provides MPI_THREAD_MULTIPLE. Collective.
+/// omgs::choose_allreduce_form on `numel` floats (`trials` each) among MPI_Iallreduce in
+/// place, with a separate send buffer and, where MPI provides MPI_THREAD_MULTIPLE (so a
+/// progress thread can call it), a blocking MPI_Allreduce with a separate send buffer (in
+/// place, Open MPI's tuned component is far slower for large messages), as the exchange's
+/// variant; progress_thread is set where MPI provides MPI_THREAD_MULTIPLE. The same on every
+/// rank; `choice` receives what was measured. Collective.
 AllreduceVariant choose_allreduce(MPI_Comm comm, std::size_t numel, int trials,
-                                  AllreduceTimes* times = nullptr);
-
-/// The library's allreduce algorithm setting, as far as the environment says
-/// (Open MPI's OMPI_MCA_coll_libnbc_iallreduce_algorithm, MPICH's
-/// MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM); "auto" when unset.
-std::string describe_allreduce_setting();
+                                  omgs::AllreduceFormChoice* choice = nullptr);
 
 /// One timed iteration of a dense run, seconds (this rank).
 struct DenseIteration {

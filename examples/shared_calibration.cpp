@@ -44,8 +44,15 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
   const bool sar = exchange != omgs::SparseExchange::allgather;
   if (sar) opt.sparse_exchange = omgs::SparseExchange::automatic;
   std::vector<Coefficients> runs;
+  omgs::AllreduceFormChoice form;
   for (int r = 0; r < repeats; ++r) {
     omgs::Runtime rt(comm, layers, opt);
+    if (r == 0) {
+      form = rt.calibration().dense_allreduce;
+      opt.dense_allreduce = form.form == omgs::AllreduceForm::blocking
+                                ? omgs::DenseAllreduce::blocking
+                                : omgs::DenseAllreduce::nonblocking;
+    }
     const omgs::AlphaBetaModel* ab = rt.perf_model().as_alpha_beta();
     if (ab == nullptr || ab->allgather_table().count(size) == 0)
       throw omgs::Error("calibrate_shared: the runtime's calibration is not an alpha-beta model");
@@ -85,8 +92,8 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
                              omgs::CollectiveCosts{{{size, {m[4], m[5]}}}, false, {}});
   if (sar)
     model = model.with_sparse_allreduce(omgs::CollectiveCosts{{{size, {m[6], m[7]}}}, false, {}});
-  return {std::move(model), runs,    c0,        c1,       alpha,  beta,
-          ar_alpha,         ar_beta, sar_alpha, sar_beta, seconds};
+  return {std::move(model), runs,    c0,        c1,       alpha,   beta,
+          ar_alpha,         ar_beta, sar_alpha, sar_beta, seconds, form};
 }
 
 std::string write_job_model(MPI_Comm comm, const omgs::AlphaBetaModel& model) {

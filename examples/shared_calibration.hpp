@@ -35,6 +35,9 @@ struct SharedModel {
   Spread ar_alpha, ar_beta;
   Spread sar_alpha, sar_beta;  ///< zeros unless the sparse allreduce was timed
   double seconds = 0;          ///< all calibrations together
+  /// The dense allreduce's form the first calibration chose (the later ones time the same),
+  /// which the job's runtimes must use for the model's allreduce cost to hold.
+  omgs::AllreduceFormChoice dense_allreduce;
 };
 
 /// Rounds v to `digits` significant decimal digits (0 stays 0).
@@ -44,9 +47,9 @@ double round_significant(double v, int digits);
 Spread spread_of(std::vector<double> v);
 
 /// Calibrates `repeats` times on comm (collective; each is a layer-wise omgs::Runtime with
-/// perf_model "calibrate") and forms the model from the rounded medians. With a sparse
-/// exchange other than allgather the runtime's calibration times the sparse allreduce too,
-/// and the model carries its cost.
+/// perf_model "calibrate"; the first chooses the dense allreduce's form, the others use it)
+/// and forms the model from the rounded medians. With a sparse exchange other than allgather
+/// the runtime's calibration times the sparse allreduce too, and the model carries its cost.
 SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& layers,
                              double density, int repeats, int digits = 2,
                              omgs::SparseExchange exchange = omgs::SparseExchange::allgather);

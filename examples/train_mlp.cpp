@@ -172,9 +172,9 @@ void print_header(const Args& a, const Problem& p, const omgs::Runtime& rt) {
   }
   std::printf(
       "; %zu parameters), density %g, lr %g, batch %d/rank, %d samples/rank, %d "
-      "iterations/epoch, calibration %.3f s\n",
+      "iterations/epoch, calibration %.3f s, dense groups' allreduce %s\n",
       shapes.total, a.density, a.lr, a.batch, p.iters * p.batch, p.iters,
-      rt.calibration().duration_s);
+      rt.calibration().duration_s, rt.calibration().dense_allreduce.describe().c_str());
   std::fflush(stdout);
 }
 

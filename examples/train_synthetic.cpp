@@ -124,8 +124,9 @@ void print_points(const std::string& planner, const omgs::RefitReport& r) {
 
 Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                 const std::vector<int>& reps, const std::string& planner, const std::string& perf,
-                int rank) {
+                omgs::DenseAllreduce dense_form, int rank) {
   omgs::RuntimeOptions opt;
+  opt.dense_allreduce = dense_form;
   opt.density = args.density;
   const bool loop = closed_loop(planner);
   opt.planner = omgs::parse_planner(loop ? planner.substr(0, planner.size() - 5) : planner);
@@ -139,6 +140,8 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   r.method = planner;
   r.groups = rt.plan().groups.size();
   r.predicted_s = rt.plan().predicted.iteration_end_s;
+  if (rt.plan().dense_groups() > 0)
+    r.note = "dense groups: " + std::string(omgs::to_string(rt.calibration().dense_allreduce.form));
   const std::size_t L = layers.size();
   for (int it = 0; it < warmup + args.iterations; ++it) {
     rt.begin_backward();
@@ -232,10 +235,13 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
 
 /// The job's one performance model: with --perf calibrate, calibrated here (repeated,
 /// medians) and written to a file of this rank's; otherwise --perf itself. Every plan of
-/// the job uses the returned spec; `temp` is set when it is a file to remove.
+/// the job uses the returned spec, and `dense_form`: the dense allreduce's form the
+/// calibration timed (automatic without calibration); `temp` is set when it is a file to
+/// remove.
 std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>& layers, int rank,
-                           bool& temp) {
+                           bool& temp, omgs::DenseAllreduce& dense_form) {
   temp = false;
+  dense_form = omgs::DenseAllreduce::automatic;
   if (args.perf != "calibrate") return args.perf;
   const omgs_examples::SharedModel m =
       omgs_examples::calibrate_shared(MPI_COMM_WORLD, layers, args.density, args.calibrations, 2,
@@ -245,6 +251,7 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
         "calibration x%d (%.2f s), min / median / max over runs; the plans use the\n"
         "medians rounded to 2 digits: %s\n",
         args.calibrations, m.seconds, m.model.describe().c_str());
+    std::printf("  dense groups' allreduce: %s\n", m.dense_allreduce.describe().c_str());
     std::vector<std::pair<const char*, omgs_examples::Spread>> rows = {
         {"topk c0_s", m.c0},
         {"topk c1_s", m.c1},
@@ -261,6 +268,9 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
     if (!args.save_perf.empty()) m.model.save(args.save_perf);
     std::printf("\n");
   }
+  dense_form = m.dense_allreduce.form == omgs::AllreduceForm::blocking
+                   ? omgs::DenseAllreduce::blocking
+                   : omgs::DenseAllreduce::nonblocking;
   temp = true;
   return omgs_examples::write_job_model(MPI_COMM_WORLD, m.model);
 }
@@ -335,7 +345,8 @@ int main(int argc, char** argv) {
     // A bad --perf is reported now, not after the dense baseline has run.
     if (args.perf != "calibrate") omgs::make_perf_model(args.perf)->check_workers(size);
     bool temp = false;
-    const std::string perf = job_perf_model(args, layers, rank, temp);
+    omgs::DenseAllreduce dense_form = omgs::DenseAllreduce::automatic;
+    const std::string perf = job_perf_model(args, layers, rank, temp, dense_form);
     std::vector<Result> results;
     bool dense_ok = true;
     if (args.dense) {
@@ -345,7 +356,7 @@ int main(int argc, char** argv) {
       dense_ok = dense_results_agree(bucketed, per_layer, rank);
     }
     for (const std::string& p : args.planners)
-      results.push_back(run_omgs(args, layers, reps, p, perf, rank));
+      results.push_back(run_omgs(args, layers, reps, p, perf, dense_form, rank));
     if (temp) omgs_examples::remove_job_model(MPI_COMM_WORLD, perf);
     if (rank == 0) print_table(args, results);
     if (!dense_ok) status = 1;

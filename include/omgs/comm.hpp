@@ -145,6 +145,10 @@ struct ProgressOptions {
   /// How long the destructor lets in-flight collectives finish before giving up, seconds
   /// (the same default as RuntimeOptions::shutdown_timeout_s).
   double shutdown_timeout_s = 5.0;
+  /// Dense groups: the progress thread calls a blocking MPI_Allreduce and the group
+  /// completes when it returns (RuntimeOptions::dense_allreduce), instead of posting an
+  /// MPI_Iallreduce. Needs the progress thread (not inline mode).
+  bool blocking_allreduce = false;
 };
 
 enum class SubmitStatus {

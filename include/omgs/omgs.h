@@ -99,6 +99,10 @@ typedef struct omgs_options {
   /* The allgather groups' wire format: "pairs8" (default; NULL keeps it), "fp32", "bf16",
    * "fp16" (the compact pair format, docs/api.md "Pair wire"). OMGS_PAIR_WIRE wins. */
   const char* pair_wire;
+  /* How the dense groups are allreduced: "automatic" (default: a short measurement at
+   * creation picks the faster of MPI_Iallreduce and a blocking MPI_Allreduce by the
+   * progress thread), "nonblocking" or "blocking". OMGS_DENSE_ALLREDUCE wins. */
+  const char* dense_allreduce;
 } omgs_options;
 
 typedef struct omgs_iteration_stats {

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include <omgs/allreduce_form.hpp>
 #include <omgs/comm.hpp>
 #include <omgs/error.hpp>
 #include <omgs/export.hpp>
@@ -72,13 +73,19 @@ struct RuntimeOptions {
   /// instead of O(P k)), or automatic (each group as the plan says). OMGS_SPARSE_EXCHANGE
   /// wins.
   SparseExchange sparse_exchange = SparseExchange::allgather;
+  /// How the dense groups are allreduced (docs/comm.md, "The dense allreduce's form"):
+  /// automatic (a short measurement at construction picks the faster of MPI_Iallreduce and
+  /// a blocking MPI_Allreduce by the progress thread; the same on every rank), nonblocking,
+  /// or blocking (needs the progress thread). Calibration times the form chosen, and
+  /// calibration().dense_allreduce names it. OMGS_DENSE_ALLREDUCE wins.
+  DenseAllreduce dense_allreduce = DenseAllreduce::automatic;
   PinOption progress_pin;  ///< progress thread placement (OMGS_PROGRESS_CPU wins)
   GpuAwareMpi gpu_aware = GpuAwareMpi::automatic;  ///< OMGS_GPU_AWARE_MPI wins
   bool force_inline_progress = false;              ///< no progress thread; finish() drives MPI
   /// Honour the OMGS_* environment variables (they win over these options):
   /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT,
   /// OMGS_SHUTDOWN_TIMEOUT_S, OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS, OMGS_REPLAN_MIN_GAIN,
-  /// OMGS_SPARSE_EXCHANGE.
+  /// OMGS_SPARSE_EXCHANGE, OMGS_DENSE_ALLREDUCE.
   bool read_environment = true;
   /// The watchdog: finish() waits this long for a group, then asks every rank how far it
   /// got and reports which ranks have not posted the group (see on_timeout). It also bounds
@@ -238,6 +245,10 @@ struct CalibrationReport {
   std::vector<std::uint64_t> allreduce_numel;  ///< the dense groups' MPI_Iallreduce, floats
   std::vector<double> allreduce_s;             ///< fastest repetition, each the slowest rank's
   double duration_s = 0.0;
+  /// The dense groups' allreduce form (RuntimeOptions::dense_allreduce), chosen at
+  /// construction whatever the perf model; the medians are NaN for a form not measured (all
+  /// of them when the option forced the form). allreduce_s above timed this form.
+  AllreduceFormChoice dense_allreduce;
 };
 
 namespace detail {

@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <omgs/runtime.hpp>

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include <omgs/omgs.h>
 #include <omgs/runtime.hpp>
@@ -33,14 +34,11 @@ void to_c(int& c, omgs::Status s) {
 void to_c(int& c, omgs::TimeoutAction a) {
   c = a == omgs::TimeoutAction::abort ? 1 : 0;
 }
-void to_c(const char*& c, omgs::Planner p) {
-  c = omgs::to_string(p).data();  // a string literal: NUL-terminated, never freed
-}
-void to_c(const char*& c, omgs::SparseExchange e) {
+// Enums named by a string (Planner, SparseExchange, PairWire, DenseAllreduce): their
+// to_string.
+template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
+void to_c(const char*& c, E e) {
   c = omgs::to_string(e).data();  // a string literal: NUL-terminated, never freed
-}
-void to_c(const char*& c, omgs::PairWire w) {
-  c = omgs::to_string(w).data();  // a string literal, as above
 }
 // The C string points into `v`, which must outlive it; an empty string is NULL.
 void to_c(const char*& c, const std::string& v) {
@@ -66,6 +64,9 @@ void from_c(omgs::SparseExchange& e, const char* c) {
 }
 void from_c(omgs::PairWire& w, const char* c) {
   if (c != nullptr) w = omgs::parse_pair_wire(c);
+}
+void from_c(omgs::DenseAllreduce& d, const char* c) {
+  if (c != nullptr) d = omgs::parse_dense_allreduce(c);
 }
 void from_c(std::string& v, const char* c) {
   if (c != nullptr) v = c;
@@ -104,7 +105,8 @@ constexpr auto option_fields = std::make_tuple(
     field(&omgs_options::warmup_stages, &RuntimeOptions::warmup_stages),
     field(&omgs_options::momentum, &RuntimeOptions::momentum),
     field(&omgs_options::clip_norm, &RuntimeOptions::clip_norm),
-    field(&omgs_options::pair_wire, &RuntimeOptions::pair_wire));
+    field(&omgs_options::pair_wire, &RuntimeOptions::pair_wire),
+    field(&omgs_options::dense_allreduce, &RuntimeOptions::dense_allreduce));
 
 constexpr auto stats_fields = std::make_tuple(
     field(&omgs_iteration_stats::status, &IterationStats::status),

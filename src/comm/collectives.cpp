@@ -174,19 +174,10 @@ std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, in
   return t;
 }
 
-std::vector<double> time_allreduce(MPI_Comm comm, std::size_t floats, int repetitions) {
-  std::vector<float> sendbuf(floats, 1.0f), recvbuf(floats);
-  std::vector<double> t;
-  for (int r = 0; r < repetitions; ++r) {
-    MPI_Barrier(comm);
-    const double a = now_s();
-    MPI_Request req;
-    MPI_Iallreduce(sendbuf.data(), recvbuf.data(), static_cast<int>(floats), MPI_FLOAT, MPI_SUM,
-                   comm, &req);
-    MPI_Wait(&req, MPI_STATUS_IGNORE);
-    t.push_back(now_s() - a);
-  }
-  return t;
+bool progress_thread_available(bool force_inline) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return !force_inline && level >= MPI_THREAD_SERIALIZED;
 }
 
 std::vector<double> time_sparse_allreduce(MPI_Comm comm, std::uint64_t numel, std::uint64_t k,

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include <omgs/allreduce_form.hpp>
 #include <omgs/comm.hpp>
 
 namespace omgs::detail {
@@ -79,9 +80,15 @@ std::vector<double> mean_from_root(MPI_Comm comm, const std::vector<double>& val
 /// rank, each after a barrier; returns the durations in seconds.
 std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions);
 
-/// Collective: `repetitions` timed MPI_Iallreduce (MPI_SUM) of `floats` floats, each after a
-/// barrier; returns the durations in seconds (the dense groups' collective).
-std::vector<double> time_allreduce(MPI_Comm comm, std::size_t floats, int repetitions);
+/// Collective: `repetitions` timed allreduces (MPI_SUM) of `floats` floats in `form`, each
+/// after a barrier; returns the durations in seconds (the dense groups' collective;
+/// allreduce_form.cpp).
+std::vector<double> time_allreduce_form(MPI_Comm comm, std::size_t floats, int repetitions,
+                                        AllreduceForm form);
+
+/// Whether a progress engine created now would run a progress thread: MPI provides
+/// MPI_THREAD_SERIALIZED or above and `force_inline` is off (local).
+bool progress_thread_available(bool force_inline);
 /// Collective: times `repetitions` sparse allreduces (detail::SparseAllreduce of a group of
 /// `numel` elements, about `k` survivors) of this rank's `pairs`, each after a barrier, the
 /// first one more as a warm-up; throws omgs::Error naming the step if one does not complete

@@ -160,6 +160,9 @@ class EngineImpl {
   // collectives_posted_: +1 per data collective (post_data: the group's wire) and per count
   // MPI_Iallgather (post_first); see ProgressStats::collectives_posted.
   std::atomic<std::uint64_t> collectives_posted_{0}, groups_completed_{0}, mpi_errors_{0};
+  // [P] writes: the group whose blocking post() (Wire::blocks) the driver is in, else -1;
+  // diagnose() names it, as the blocked driver cannot run the watchdog's queries.
+  std::atomic<int> blocked_in_{-1};
   ProgressCounters counters_;  // what the watchdog reports
 
   // [O] completions popped by wait(g) for other groups, kept for poll_completed.

@@ -138,6 +138,16 @@ Diagnosis EngineImpl::diagnose(int g, double timeout_s) {
     } else {
       backoff.pause();
     }
+    const int blocked = blocked_in_.load(std::memory_order_relaxed);
+    if (blocked >= 0 && Clock::now() > give_up - std::chrono::seconds(5)) {  // after timeout_s
+      d.report = "omgs: watchdog: group " + std::to_string(g) +
+                 " stalled: this rank's progress thread is blocked in group " +
+                 std::to_string(blocked) +
+                 "'s MPI_Allreduce (dense_allreduce = blocking) and cannot ask the other "
+                 "ranks; a rank that has not submitted group " +
+                 std::to_string(blocked) + " holds it";
+      return d;  // leaves the request set: the thread answers it once the allreduce returns
+    }
     if (Clock::now() > give_up) {
       d.report = "omgs: watchdog: this rank's progress thread did not run the diagnosis";
       return d;  // leaves the request set: the thread is stuck, no second diagnosis

@@ -132,10 +132,15 @@ std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups)
   if (groups.size() > static_cast<std::size_t>(INT_MAX / 2)) return "too many groups";
   num_groups_ = static_cast<int>(groups.size());
   if (num_groups_ == 0) return "no groups given";
+  if (options_.blocking_allreduce && mode_ != ProgressMode::thread)
+    return "blocking_allreduce needs the progress thread (this rank runs inline: " +
+           std::string(options_.force_inline ? "options.force_inline"
+                                             : thread_level_name(thread_level_)) +
+           ")";
   groups_.reset(new GroupState[static_cast<std::size_t>(num_groups_)]);
   for (int g = 0; g < num_groups_; ++g) {
     GroupState& s = groups_[static_cast<std::size_t>(g)];
-    s.wire = make_wire(groups[static_cast<std::size_t>(g)]);
+    s.wire = make_wire(groups[static_cast<std::size_t>(g)], options_.blocking_allreduce);
     s.k = s.wire->k();
     std::string err = s.wire->check(g, ranks_);
     if (!err.empty()) return err;

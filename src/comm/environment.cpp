@@ -87,6 +87,17 @@ std::optional<std::string> read_pair_wire() {
   return a;
 }
 
+std::optional<DenseAllreduce> read_dense_allreduce() {
+  const char* v = env_value("OMGS_DENSE_ALLREDUCE");
+  if (v == nullptr) return std::nullopt;
+  try {
+    return parse_dense_allreduce(v);
+  } catch (const Error&) {
+    throw Error(std::string("omgs: OMGS_DENSE_ALLREDUCE='") + v +
+                "' is not 'automatic', 'nonblocking' or 'blocking'");
+  }
+}
+
 }  // namespace
 
 const char* env_value(const char* name) noexcept {
@@ -115,6 +126,7 @@ RuntimeEnvironment read_runtime_environment() {
   env.abort_on_timeout = read_abort_on_timeout();
   env.sparse_exchange = read_sparse_exchange();
   env.pair_wire = read_pair_wire();
+  env.dense_allreduce = read_dense_allreduce();
   return env;
 }
 

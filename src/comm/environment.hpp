@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include <omgs/allreduce_form.hpp>
 #include <omgs/comm.hpp>
 #include <omgs/export.hpp>
 #include <omgs/plan.hpp>
@@ -32,6 +33,7 @@ struct RuntimeEnvironment {
   std::optional<bool> abort_on_timeout;           ///< OMGS_ON_TIMEOUT: "abort" (true) or "report"
   std::optional<SparseExchange> sparse_exchange;  ///< OMGS_SPARSE_EXCHANGE
   std::optional<std::string> pair_wire;           ///< OMGS_PAIR_WIRE: pairs8, fp32, bf16, fp16
+  std::optional<DenseAllreduce> dense_allreduce;  ///< OMGS_DENSE_ALLREDUCE
 };
 
 /// Reads the variables in the order of RuntimeEnvironment's fields; throws omgs::Error

@@ -199,7 +199,9 @@ bool EngineImpl::post_first(int g) noexcept {
 bool EngineImpl::post_data(int g) noexcept {
   GroupState& s = groups_[static_cast<std::size_t>(g)];
   if (options_.variable_counts && s.wire->exchanges_counts()) compute_displs(s);
+  if (s.wire->blocks()) blocked_in_.store(g, std::memory_order_relaxed);
   const int rc = s.wire->post(wire_ctx_, s, &requests_[static_cast<std::size_t>(g)]);
+  blocked_in_.store(-1, std::memory_order_relaxed);
   if (rc != MPI_SUCCESS) {
     post_failed(g, rc);
     return false;

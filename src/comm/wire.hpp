@@ -54,6 +54,9 @@ class Wire {
   /// starts it and leaves *req null, and the driver calls advance() on every pass, beside
   /// MPI_Testsome, until it is done. Other wires complete their one request.
   virtual bool phased() const noexcept { return false; }
+  /// A wire whose post() blocks until the exchange is done (a blocking MPI_Allreduce): the
+  /// driver notes the group while it blocks, so that the watchdog can name it.
+  virtual bool blocks() const noexcept { return false; }
   /// [P] phased wires: advances without blocking. MPI_SUCCESS (done says whether the
   /// exchange is complete; then s.total and s.dropped are set), or an error code: the
   /// exchange failed.
@@ -69,15 +72,17 @@ class Wire {
 /// The pairs of every rank gathered on every rank (MPI_Iallgatherv of SparsePair): send,
 /// recv and k of `b`.
 std::unique_ptr<Wire> allgatherv_pairs_wire(const GroupBuffers& b);
-/// The floats of every rank summed on every rank (MPI_Iallreduce, MPI_SUM): the dense_*
-/// buffers of `b`.
-std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b);
+/// The floats of every rank summed on every rank (MPI_SUM): the dense_* buffers of `b`, by
+/// MPI_Iallreduce, or by a blocking MPI_Allreduce in post() (`blocking`: then it is a phased
+/// wire done when post() returns).
+std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b, bool blocking);
 
 /// The sparse allreduce of every rank's pairs (SparseAllreduce, phased): send, recv,
 /// dropped, k and sparse_numel of `b`.
 std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b);
 
-/// The registration: the wire that a GroupBuffers describes.
-std::unique_ptr<Wire> make_wire(const GroupBuffers& b);
+/// The registration: the wire that a GroupBuffers describes (`blocking_allreduce`:
+/// ProgressOptions').
+std::unique_ptr<Wire> make_wire(const GroupBuffers& b, bool blocking_allreduce);
 
 }  // namespace omgs::detail

@@ -1,5 +1,9 @@
 // The dense wire: every rank's floats summed on every rank by one MPI_Iallreduce (MPI_SUM),
-// on the same communicator and in the same plan order as the pairs; no counts.
+// on the same communicator and in the same plan order as the pairs; no counts. Or, where the
+// run chose it (RuntimeOptions::dense_allreduce), by a blocking MPI_Allreduce that the
+// progress thread calls in post(), as Horovod's background thread does: Open MPI's tuned
+// MPI_Allreduce picks a ring for large messages where libnbc's MPI_Iallreduce does not
+// (docs/comm.md). The group is then a phased wire that is done when post() returns.
 #include <climits>
 #include <vector>
 
@@ -12,8 +16,12 @@ namespace {
 
 class AllreduceSum final : public Wire {
  public:
-  explicit AllreduceSum(const GroupBuffers& b)
-      : send_(b.dense_send), recv_(b.dense_recv), numel_(b.dense_numel), stray_k_(b.k) {}
+  AllreduceSum(const GroupBuffers& b, bool blocking)
+      : send_(b.dense_send),
+        recv_(b.dense_recv),
+        numel_(b.dense_numel),
+        stray_k_(b.k),
+        blocking_(blocking) {}
 
   std::string check(int g, int /*ranks*/) const override {
     if (numel_ > static_cast<std::size_t>(INT_MAX))
@@ -43,7 +51,14 @@ class AllreduceSum final : public Wire {
   void stage_in(const CopyFunction& to_device, const GroupState& s) noexcept override {
     if (!s.failed) to_device(recv_, host_recv_.data(), bytes());
   }
+  bool phased() const noexcept override { return blocking_; }
+  bool blocks() const noexcept override { return blocking_; }
   int post(const WireContext& ctx, const GroupState& /*s*/, MPI_Request* req) noexcept override {
+    if (blocking_) {  // done on return; advance() (the default) reports it at once
+      *req = MPI_REQUEST_NULL;
+      return MPI_Allreduce(mpi_send_, mpi_recv_, static_cast<int>(numel_), MPI_FLOAT, MPI_SUM,
+                           ctx.comm);
+    }
     return MPI_Iallreduce(mpi_send_, mpi_recv_, static_cast<int>(numel_), MPI_FLOAT, MPI_SUM,
                           ctx.comm, req);
   }
@@ -57,6 +72,7 @@ class AllreduceSum final : public Wire {
   float* recv_;
   std::size_t numel_;
   std::size_t stray_k_;              // must be 0 (check): a dense group submits no pairs
+  bool blocking_;                    // MPI_Allreduce in post() instead of MPI_Iallreduce
   const float* mpi_send_ = nullptr;  // send_ or the host mirror
   float* mpi_recv_ = nullptr;
   std::vector<float> host_send_, host_recv_;  // staging mirrors (empty unless staging)
@@ -64,8 +80,8 @@ class AllreduceSum final : public Wire {
 
 }  // namespace
 
-std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b) {
-  return std::make_unique<AllreduceSum>(b);
+std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b, bool blocking) {
+  return std::make_unique<AllreduceSum>(b, blocking);
 }
 
 }  // namespace omgs::detail

@@ -3,6 +3,9 @@
 // a non-negative linear fit of each (plan/fit.hpp), and the slowest rank's coefficients (top-k)
 // or timings (allgather) for everybody.
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -58,8 +61,10 @@ namespace {
 /// of three repetitions until nine are kept or those kept took `budget_s` (a slow link then costs
 /// what it did before this estimator: four allgathers a size). Each repetition's time is the
 /// maximum over ranks, so every rank takes the same decisions and fits the same points.
+using CollectiveTimer = std::function<std::vector<double>(MPI_Comm, std::size_t, int)>;
+
 std::vector<double> time_collective(MPI_Comm comm, std::size_t amount, double budget_s,
-                                    std::vector<double> (*timer)(MPI_Comm, std::size_t, int)) {
+                                    const CollectiveTimer& timer) {
   std::vector<double> kept;
   double spent = 0.0;
   while (kept.size() < 9 && (kept.empty() || spent < budget_s)) {
@@ -128,12 +133,16 @@ void RuntimeImpl::calibrate() {
     ag_samples.push_back(std::move(t));
     ax.push_back(static_cast<double>(k) * sizeof(SparsePair) * size);
   }
-  // The dense groups' MPI_Iallreduce of n floats, fitted on the 4n bytes (the model's
-  // allreduce table), sizes up to 4 MiB.
+  // The dense groups' allreduce of n floats in the form the run uses (choose_dense_allreduce),
+  // fitted on the 4n bytes (the model's allreduce table), sizes up to 4 MiB.
+  const AllreduceForm form = calibration.dense_allreduce.form;
+  const CollectiveTimer allreduce = [form](MPI_Comm c, std::size_t n, int reps) {
+    return time_allreduce_form(c, n, reps, form);
+  };
   std::vector<std::vector<double>> ar_samples;
   std::vector<double> rx;
   for (std::size_t n : {1, 1024, 16384, 131072, 1048576}) {
-    std::vector<double> t = time_collective(comm, n, 0.02, time_allreduce);
+    std::vector<double> t = time_collective(comm, n, 0.02, allreduce);
     calibration.allreduce_numel.push_back(n);
     calibration.allreduce_s.push_back(minimum(t));
     ar_samples.push_back(std::move(t));
@@ -160,6 +169,26 @@ void RuntimeImpl::calibrate() {
     fitted = fitted.with_sparse_allreduce(CollectiveCosts{{{size, {c[6], c[7]}}}, false, {}});
   model = std::make_unique<AlphaBetaModel>(std::move(fitted));
   calibration.duration_s = now_s() - t_start;
+}
+
+void RuntimeImpl::choose_dense_allreduce() {
+  AllreduceFormChoice& c = calibration.dense_allreduce;
+  c.median_s.fill(std::numeric_limits<double>::quiet_NaN());
+  if (options.dense_allreduce != DenseAllreduce::automatic) {
+    c.form = options.dense_allreduce == DenseAllreduce::blocking ? AllreduceForm::blocking
+                                                                 : AllreduceForm::nonblocking;
+    return;
+  }
+  // The two forms the dense wire posts (a blocking one only where a progress thread calls
+  // it), timed on the model's size (the largest a dense group can be) up to 16 Mi floats:
+  // the forms differ for large messages, where MPI switches algorithms (docs/comm.md), and
+  // tie below, so the large-message winner costs little on small groups.
+  std::vector<AllreduceForm> forms = {AllreduceForm::nonblocking};
+  if (progress_thread_available(options.force_inline_progress))
+    forms.push_back(AllreduceForm::blocking);
+  std::uint64_t total = 0;
+  for (const LayerSpec& l : layers) total += l.numel;
+  c = choose_allreduce_form(comm, std::min<std::uint64_t>(total, std::uint64_t{1} << 24), 3, forms);
 }
 
 }  // namespace omgs::detail

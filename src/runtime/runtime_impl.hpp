@@ -203,6 +203,9 @@ class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
   void write_trace_file() noexcept;
   // calibration.cpp
   void calibrate();
+  /// Collective: calibration.dense_allreduce, the dense groups' allreduce form (forced by
+  /// the option, or measured).
+  void choose_dense_allreduce();
   // buffers.cpp: sizes, the flat buffers, group names.
   void check_sizes(const Plan& plan) const;
   void allocate_layers();

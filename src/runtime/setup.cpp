@@ -46,6 +46,7 @@ void apply_environment(RuntimeOptions& o) {
   apply_if_set(o.max_replans, env.max_replans);
   apply_if_set(o.replan_min_gain, env.replan_min_gain);
   apply_if_set(o.sparse_exchange, env.sparse_exchange);
+  apply_if_set(o.dense_allreduce, env.dense_allreduce);
   if (env.abort_on_timeout)
     o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
   if (env.pair_wire) o.pair_wire = parse_pair_wire(*env.pair_wire);
@@ -91,6 +92,7 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
   std::string trace_path;
   agree_on_error(comm, check_local_input(trace_path), "omgs");
   check_agreement();
+  choose_dense_allreduce();
   start_schedule();
   make_model();
   Plan first = initial_plan();
@@ -169,6 +171,11 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
       throw Error("omgs: refit_iterations and max_replans must be >= 0 (they are " +
                   std::to_string(options.refit_iterations) + " and " +
                   std::to_string(options.max_replans) + ")");
+    if (options.dense_allreduce == DenseAllreduce::blocking &&
+        !progress_thread_available(options.force_inline_progress))
+      throw Error(
+          "omgs: dense_allreduce = blocking needs the progress thread (MPI initialized with "
+          "MPI_THREAD_SERIALIZED or above, force_inline_progress off)");
     if (!(options.replan_min_gain >= 0) || !std::isfinite(options.replan_min_gain))
       throw Error("omgs: replan_min_gain must be a finite number >= 0");
     if (options.pair_wire > PairWire::fp16)
@@ -229,7 +236,8 @@ void RuntimeImpl::check_agreement() {
                                            static_cast<std::uint64_t>(options.warmup_stages),
                                            double_bits(options.momentum),
                                            double_bits(options.clip_norm),
-                                           static_cast<std::uint64_t>(options.pair_wire)};
+                                           static_cast<std::uint64_t>(options.pair_wire),
+                                           static_cast<std::uint64_t>(options.dense_allreduce)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -264,7 +272,8 @@ void RuntimeImpl::check_agreement() {
                         "warmup_stages",
                         "momentum",
                         "clip_norm",
-                        "pair_wire"};
+                        "pair_wire",
+                        "dense_allreduce"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +

@@ -145,6 +145,19 @@ int main(int argc, char** argv) {
   iterate(rt, layers, rank, size, 0);
   omgs_destroy(rt);
 
+  /* The dense groups' allreduce form: automatic by default; a bad name is refused on every
+   * rank; forced blocking (this test has MPI_THREAD_MULTIPLE) gives the mean as well. */
+  EXPECT(strcmp(opt.dense_allreduce, "automatic") == 0);
+  opt.sparse_exchange = "allgather";
+  opt.planner = "dense";
+  opt.dense_allreduce = rank == 0 ? "sometimes" : "blocking";
+  EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_ERROR_SETUP);
+  EXPECT(rank != 0 || strstr(omgs_last_error(NULL), "unknown dense allreduce 'sometimes'") != NULL);
+  opt.dense_allreduce = "blocking";
+  EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_OK);
+  iterate(rt, layers, rank, size, 0);
+  omgs_destroy(rt);
+
   omgs_kokkos_finalize();
   int any = 0;
   MPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

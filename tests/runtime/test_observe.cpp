@@ -266,7 +266,8 @@ TEST_CASE("bad OMGS_* environment values on one rank fail every rank with their 
                         {"OMGS_REFIT_ITERATIONS", "-2", "OMGS_REFIT_ITERATIONS='-2'"},
                         {"OMGS_MAX_REPLANS", "two", "OMGS_MAX_REPLANS='two'"},
                         {"OMGS_REPLAN_MIN_GAIN", "-0.1", "OMGS_REPLAN_MIN_GAIN='-0.1'"},
-                        {"OMGS_SPARSE_EXCHANGE", "sparse", "OMGS_SPARSE_EXCHANGE='sparse'"}};
+                        {"OMGS_SPARSE_EXCHANGE", "sparse", "OMGS_SPARSE_EXCHANGE='sparse'"},
+                        {"OMGS_DENSE_ALLREDUCE", "sometimes", "OMGS_DENSE_ALLREDUCE='sometimes'"}};
   for (const Case& c : cases) {
     INFO(c.var << "=" << c.value);
     EnvGuard env(c.var, c.value, last);
@@ -310,7 +311,9 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
   EnvGuard gain("OMGS_REPLAN_MIN_GAIN", "0", true);
   EnvGuard action("OMGS_ON_TIMEOUT", "abort", true);
   EnvGuard exchange("OMGS_SPARSE_EXCHANGE", "automatic", true);
+  EnvGuard dense("OMGS_DENSE_ALLREDUCE", "blocking", true);
   const omgs::detail::RuntimeEnvironment env = read_runtime_environment();
+  CHECK(*env.dense_allreduce == omgs::DenseAllreduce::blocking);
   CHECK(env.progress_pin->policy == omgs::PinPolicy::pu);
   CHECK(env.progress_pin->pu == 3);
   CHECK(*env.gpu_aware == omgs::GpuAwareMpi::no);
