@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include <omgs/plan.hpp>
@@ -72,6 +73,11 @@ class FrontSearch {
  private:
   void thin(std::vector<DpState>& states, std::size_t cap);
   void expand(std::size_t i);
+  // Merges the states of run_ (each sorted here) into front j, dropping dominated states.
+  void merge_runs(std::size_t j);
+  // Cuts front j as drop_dominated would: the errs of the states dropped since the last
+  // cut go to the kept states that stand for them.
+  void settle(std::size_t j);
 
   const std::vector<LayerSpec>& layers_;
   const PerfModel& model_;
@@ -80,25 +86,23 @@ class FrontSearch {
   const double upper_;
   const Choices choices_;
   std::vector<std::vector<DpState>> front_;
-  std::vector<double> backward_below_;  // sum of backward_s of layers [0, j)
+  std::vector<double> backward_below_;         // sum of backward_s of layers [0, j)
+  std::vector<std::vector<DpState>> dropped_;  // per front: dropped since the last cut, err > 0
+  std::vector<std::size_t> pushed_;     // per front: states held at the last cut + pushed since
+  std::vector<DpState> run_[2];         // the states one group adds: sparse, dense
+  std::vector<DpState> both_, merged_;  // merge_runs' buffers
   double max_err_ = 0.0;
   bool thinned_ = false;
 };
 
-// Removes dominated states (the dominating state stands for them, err included).
-void drop_dominated(std::vector<DpState>& states) {
-  std::sort(states.begin(), states.end(), [](const DpState& a, const DpState& b) {
-    if (a.compute_end != b.compute_end) return a.compute_end < b.compute_end;
-    return a.comm_end < b.comm_end;
-  });
-  std::size_t kept = 0;
-  for (std::size_t s = 0; s < states.size(); ++s) {
-    if (kept == 0 || states[s].comm_end < states[kept - 1].comm_end)
-      states[kept++] = states[s];
-    else
-      states[kept - 1].err = std::max(states[kept - 1].err, states[s].err);
-  }
-  states.resize(kept);
+// The order of a front: rising compute end, then comm end, then the predecessor. Total
+// (no two states of a front share their predecessor and collective), so a front's order,
+// and with it which of two equal states is kept, does not depend on the order of pushes.
+bool state_before(const DpState& a, const DpState& b) {
+  if (a.compute_end != b.compute_end) return a.compute_end < b.compute_end;
+  if (a.comm_end != b.comm_end) return a.comm_end < b.comm_end;
+  if (a.from != b.from) return a.from < b.from;
+  return a.index < b.index;
 }
 
 // Greedy cover of a front (rising E, falling D) by states within tau of the covered ones
@@ -143,6 +147,47 @@ void FrontSearch::thin(std::vector<DpState>& states, std::size_t cap) {
   states.resize(kept);
 }
 
+void FrontSearch::merge_runs(std::size_t j) {
+  for (std::vector<DpState>& r : run_)
+    if (!std::is_sorted(r.begin(), r.end(), state_before))
+      std::sort(r.begin(), r.end(), state_before);
+  const std::vector<DpState>* runs = run_[0].empty() ? &run_[1] : &run_[0];
+  if (!run_[0].empty() && !run_[1].empty()) {
+    both_.clear();
+    std::merge(run_[0].begin(), run_[0].end(), run_[1].begin(), run_[1].end(),
+               std::back_inserter(both_), state_before);
+    runs = &both_;
+  }
+  if (runs->empty()) return;
+  // drop_dominated's pass over the union of two sorted fronts, in merge order.
+  std::vector<DpState>& to = front_[j];
+  merged_.clear();
+  auto keep = [&](const DpState& st) {
+    if (merged_.empty() || st.comm_end < merged_.back().comm_end)
+      merged_.push_back(st);
+    else if (st.err > 0.0)
+      dropped_[j].push_back(st);
+  };
+  std::size_t a = 0;
+  for (const DpState& st : *runs) {
+    while (a < to.size() && state_before(to[a], st)) keep(to[a++]);
+    keep(st);
+  }
+  while (a < to.size()) keep(to[a++]);
+  to.swap(merged_);
+}
+
+void FrontSearch::settle(std::size_t j) {
+  // drop_dominated merges a dropped state's err into the last kept state before it.
+  std::vector<DpState>& st = front_[j];
+  for (const DpState& x : dropped_[j]) {
+    DpState& k = *(std::upper_bound(st.begin(), st.end(), x, state_before) - 1);
+    k.err = std::max(k.err, x.err);
+  }
+  dropped_[j].clear();
+  dropped_[j].shrink_to_fit();
+}
+
 void FrontSearch::expand(std::size_t i) {
   const std::vector<DpState>& from = front_[i];
   const bool sparse = choices_ != Choices::dense;
@@ -159,21 +204,30 @@ void FrontSearch::expand(std::size_t i) {
     // Whatever follows still needs the backward time of layers [0, j); a margin of 1e-9
     // keeps the differently ordered sum from pruning a state that ties with MGS.
     const double still = backward_below_[j];
-    std::vector<DpState>& to = front_[j];
-    auto push = [&](const DpState& st, std::uint32_t s, double topk, double comm, bool is_dense) {
+    auto push = [&](std::size_t s, double topk, double comm, bool is_dense) {
+      const DpState& st = from[s];
       const GroupTiming t = detail::pipeline_step({st.compute_end, st.comm_end}, tb, topk, comm);
       const double e = t.topk_end_s;
       const double d = t.comm_end_s;
       if (d > upper_ || (e + still) > upper_ * (1.0 + 1e-9)) return;
-      to.push_back({e, d, st.err, static_cast<std::uint32_t>(i), s | (is_dense ? dense_bit : 0u)});
+      run_[is_dense ? 1 : 0].push_back(
+          {e, d, st.err, static_cast<std::uint32_t>(i),
+           static_cast<std::uint32_t>(s) | (is_dense ? dense_bit : 0u)});
     };
+    // One run per collective: the source front rises in E and the map is monotone, so
+    // each run is (nearly always) sorted already and is merged into the sorted front.
+    run_[0].clear();
+    run_[1].clear();
     for (std::size_t s = 0; s < from.size(); ++s) {
-      if (sparse) push(from[s], static_cast<std::uint32_t>(s), ts, tc, false);
-      if (dense) push(from[s], static_cast<std::uint32_t>(s), 0.0, tr, true);
+      if (sparse) push(s, ts, tc, false);
+      if (dense) push(s, 0.0, tr, true);
     }
-    if (to.size() > 2 * cap_) {
-      drop_dominated(to);
-      thin(to, cap_);
+    pushed_[j] += run_[0].size() + run_[1].size();
+    merge_runs(j);
+    if (pushed_[j] > 2 * cap_) {
+      settle(j);
+      thin(front_[j], cap_);
+      pushed_[j] = front_[j].size();
     }
   }
 }
@@ -184,14 +238,16 @@ void FrontSearch::run() {
   backward_below_.assign(L + 1, 0.0);
   for (std::size_t j = 0; j < L; ++j)
     backward_below_[j + 1] = backward_below_[j] + layers_[j].backward_s;
+  dropped_.assign(L + 1, {});
+  pushed_.assign(L + 1, 0);
   front_[L].push_back({0.0, 0.0, 0.0, 0, 0});
   for (std::size_t i = L; i >= 1; --i) {
-    drop_dominated(front_[i]);
+    settle(i);
     thin(front_[i], cap_);
     front_[i].shrink_to_fit();
     expand(i);
   }
-  drop_dominated(front_[0]);
+  settle(0);
 }
 
 std::vector<Group> FrontSearch::best() const {
