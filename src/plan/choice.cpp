@@ -3,6 +3,7 @@
 // grouping (MGS's extension, Planner::mgs_mixed; docs/planner.md).
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 #include <omgs/error.hpp>
@@ -66,11 +67,23 @@ struct ChoiceState {
 constexpr std::size_t max_choice_states = std::size_t{1} << 22;
 
 // Keeps the Pareto front: sorted by compute end, strictly falling comm end. Stable, and
-// sparse states are pushed first, so ties keep the sparse choice.
-void keep_front(std::vector<ChoiceState>& st, std::size_t max_choice_front) {
-  std::stable_sort(st.begin(), st.end(), [](const ChoiceState& a, const ChoiceState& b) {
+// sparse states are pushed first, so ties keep the sparse choice. st[0, sparse) and
+// st[sparse, end) are the two choices' states: each is already sorted (the previous front
+// is, and pipeline_step is monotone in it), and std::merge, which keeps each range's order
+// and puts the first range's states first among equals, sorts as std::stable_sort would.
+void keep_front(std::vector<ChoiceState>& st, std::size_t sparse, std::size_t max_choice_front,
+                std::vector<ChoiceState>& buffer) {
+  auto before = [](const ChoiceState& a, const ChoiceState& b) {
     return a.compute_end < b.compute_end;
-  });
+  };
+  const auto mid = st.begin() + static_cast<std::ptrdiff_t>(sparse);
+  if (std::is_sorted(st.begin(), mid, before) && std::is_sorted(mid, st.end(), before)) {
+    buffer.clear();
+    std::merge(st.begin(), mid, mid, st.end(), std::back_inserter(buffer), before);
+    st.swap(buffer);
+  } else {
+    std::stable_sort(st.begin(), st.end(), before);
+  }
   std::size_t kept = 0;
   for (const ChoiceState& s : st)
     if (kept == 0 || s.comm_end < st[kept - 1].comm_end) st[kept++] = s;
@@ -95,7 +108,7 @@ std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
   // group g is dense if its low bit is set (4 bytes per state are kept, not 24).
   std::vector<std::vector<std::uint32_t>> back(groups.size());
   std::vector<ChoiceState> prev = {{0.0, 0.0, 0, false}};
-  std::vector<ChoiceState> next;
+  std::vector<ChoiceState> next, buffer;
   const std::size_t cap = std::max<std::size_t>(64, max_choice_states / groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) {
     // Summed as predict() does, so the result is bit-identical to it.
@@ -113,7 +126,7 @@ std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
         next.push_back({t.topk_end_s, t.comm_end_s, static_cast<std::uint32_t>(s), dense});
       }
     }
-    keep_front(next, cap);
+    keep_front(next, prev.size(), cap, buffer);
     for (const ChoiceState& st : next) back[g].push_back(st.parent << 1 | (st.dense ? 1u : 0u));
     std::swap(prev, next);
   }

@@ -95,14 +95,18 @@ class FrontSearch {
   bool thinned_ = false;
 };
 
-// The order of a front: rising compute end, then comm end, then the predecessor. Total
-// (no two states of a front share their predecessor and collective), so a front's order,
-// and with it which of two equal states is kept, does not depend on the order of pushes.
+// The order of a front: rising compute end, then comm end, then the order in which the
+// states are produced (groups ending higher first, then the previous state's index, sparse
+// before dense), so that of two equal states the first produced is kept. Total (no two
+// states of a front share their predecessor and collective): a front's order does not
+// depend on how the states were gathered.
 bool state_before(const DpState& a, const DpState& b) {
   if (a.compute_end != b.compute_end) return a.compute_end < b.compute_end;
   if (a.comm_end != b.comm_end) return a.comm_end < b.comm_end;
-  if (a.from != b.from) return a.from < b.from;
-  return a.index < b.index;
+  if (a.from != b.from) return a.from > b.from;
+  const std::uint32_t sa = a.index & ~dense_bit, sb = b.index & ~dense_bit;
+  if (sa != sb) return sa < sb;
+  return (a.index & dense_bit) < (b.index & dense_bit);
 }
 
 // Greedy cover of a front (rising E, falling D) by states within tau of the covered ones
