@@ -3,7 +3,6 @@
 // grouping (MGS's extension, Planner::mgs_mixed; docs/planner.md).
 #include <algorithm>
 #include <cstdint>
-#include <iterator>
 #include <string>
 
 #include <omgs/error.hpp>
@@ -78,16 +77,25 @@ void keep_front(std::vector<ChoiceState>& st, std::size_t sparse, std::size_t ma
   };
   const auto mid = st.begin() + static_cast<std::ptrdiff_t>(sparse);
   if (std::is_sorted(st.begin(), mid, before) && std::is_sorted(mid, st.end(), before)) {
+    // The merge, keeping only the states of the front as they come.
     buffer.clear();
-    std::merge(st.begin(), mid, mid, st.end(), std::back_inserter(buffer), before);
+    auto keep = [&](const ChoiceState& s) {
+      if (buffer.empty() || s.comm_end < buffer.back().comm_end) buffer.push_back(s);
+    };
+    std::size_t a = 0;
+    for (std::size_t b = sparse; b < st.size(); ++b) {
+      while (a < sparse && !before(st[b], st[a])) keep(st[a++]);
+      keep(st[b]);
+    }
+    while (a < sparse) keep(st[a++]);
     st.swap(buffer);
   } else {
     std::stable_sort(st.begin(), st.end(), before);
+    std::size_t kept = 0;
+    for (const ChoiceState& s : st)
+      if (kept == 0 || s.comm_end < st[kept - 1].comm_end) st[kept++] = s;
+    st.resize(kept);
   }
-  std::size_t kept = 0;
-  for (const ChoiceState& s : st)
-    if (kept == 0 || s.comm_end < st[kept - 1].comm_end) st[kept++] = s;
-  st.resize(kept);
   if (st.size() <= max_choice_front) return;
   // Evenly spaced states, the first (earliest compute) and last (earliest comm) included.
   std::vector<ChoiceState> thinned;

@@ -151,6 +151,18 @@ void FrontSearch::thin(std::vector<DpState>& states, std::size_t cap) {
   states.resize(kept);
 }
 
+// Whether a sorted run has a state that no state of the front or of the run before it
+// dominates. If not, the front is the union's Pareto front: a front state dominated by a
+// run state is dominated by whatever dominates that one.
+bool adds_state(const std::vector<DpState>& front, const std::vector<DpState>& run) {
+  std::size_t a = 0;
+  for (const DpState& st : run) {
+    while (a < front.size() && state_before(front[a], st)) ++a;
+    if (a == 0 || st.comm_end < front[a - 1].comm_end) return true;
+  }
+  return false;
+}
+
 void FrontSearch::merge_runs(std::size_t j) {
   for (std::vector<DpState>& r : run_)
     if (!std::is_sorted(r.begin(), r.end(), state_before))
@@ -163,8 +175,13 @@ void FrontSearch::merge_runs(std::size_t j) {
     runs = &both_;
   }
   if (runs->empty()) return;
-  // drop_dominated's pass over the union of two sorted fronts, in merge order.
   std::vector<DpState>& to = front_[j];
+  if (!adds_state(to, *runs)) {  // the front stays as it is
+    for (const DpState& st : *runs)
+      if (st.err > 0.0) dropped_[j].push_back(st);
+    return;
+  }
+  // drop_dominated's pass over the union of two sorted fronts, in merge order.
   merged_.clear();
   auto keep = [&](const DpState& st) {
     if (merged_.empty() || st.comm_end < merged_.back().comm_end)
@@ -208,24 +225,27 @@ void FrontSearch::expand(std::size_t i) {
     // Whatever follows still needs the backward time of layers [0, j); a margin of 1e-9
     // keeps the differently ordered sum from pruning a state that ties with MGS.
     const double still = backward_below_[j];
-    auto push = [&](std::size_t s, double topk, double comm, bool is_dense) {
-      const DpState& st = from[s];
-      const GroupTiming t = detail::pipeline_step({st.compute_end, st.comm_end}, tb, topk, comm);
-      const double e = t.topk_end_s;
-      const double d = t.comm_end_s;
-      if (d > upper_ || (e + still) > upper_ * (1.0 + 1e-9)) return;
-      run_[is_dense ? 1 : 0].push_back(
-          {e, d, st.err, static_cast<std::uint32_t>(i),
-           static_cast<std::uint32_t>(s) | (is_dense ? dense_bit : 0u)});
-    };
     // One run per collective: the source front rises in E and the map is monotone, so
-    // each run is (nearly always) sorted already and is merged into the sorted front.
+    // each run is (nearly always) sorted already and is merged into the sorted front, and
+    // once E' is too late for a state it is for every later one.
+    auto push_run = [&](double topk, double comm, bool is_dense) {
+      std::vector<DpState>& run = run_[is_dense ? 1 : 0];
+      run.clear();
+      for (std::size_t s = 0; s < from.size(); ++s) {
+        const DpState& st = from[s];
+        const GroupTiming t = detail::pipeline_step({st.compute_end, st.comm_end}, tb, topk, comm);
+        const double e = t.topk_end_s;
+        const double d = t.comm_end_s;
+        if ((e + still) > upper_ * (1.0 + 1e-9)) break;
+        if (d > upper_) continue;
+        run.push_back({e, d, st.err, static_cast<std::uint32_t>(i),
+                       static_cast<std::uint32_t>(s) | (is_dense ? dense_bit : 0u)});
+      }
+    };
     run_[0].clear();
     run_[1].clear();
-    for (std::size_t s = 0; s < from.size(); ++s) {
-      if (sparse) push(s, ts, tc, false);
-      if (dense) push(s, 0.0, tr, true);
-    }
+    if (sparse) push_run(ts, tc, false);
+    if (dense) push_run(0.0, tr, true);
     pushed_[j] += run_[0].size() + run_[1].size();
     merge_runs(j);
     if (pushed_[j] > 2 * cap_) {
