@@ -31,24 +31,28 @@ namespace omgs {
 // path, max over merged states); the largest err of any state is a proven bound on the
 // gap to the optimum (up to rounding). States that cannot beat the MGS plan (D, or E plus
 // the backward time still to come, above its iteration end) are dropped: exact.
-// A pending front (one still receiving states) is cut to its Pareto states when it
-// exceeds 2F and thinned only if more than F remain, so at most 3F states are held per
-// boundary. Cost: pairs = L(L+1)/2 model evaluations and at most pairs * F state updates.
+// A pending front (one still receiving states) is cut when it has received more than 2F
+// states since its last cut and thinned only if more than F Pareto states remain, so at
+// most 3F states are held per boundary. It keeps only its Pareto states as they arrive
+// (merged in a total order, state_before); the errs of the dropped ones are handed to the
+// kept states at the cut, as if they had been dropped there. Cost: pairs = L(L+1)/2
+// model evaluations and at most pairs * F state updates.
 // ---------------------------------------------------------------------------------------
 // Collectives (docs/planner.md): when the model knows the allreduce, every group [j, i) is
 // tried both sparse and dense (E' = (E + tb) + 0, D' = max(D, E') + allreduce), the same
 // monotone map, so the fronts stay exact and the search covers boundaries and choices.
 namespace {
 // The index of a state's predecessor is below max_states (< 2^31): its top bit carries the
-// collective of the group, keeping a state at 32 bytes.
+// collective of the group, keeping a state at 40 bytes.
 constexpr std::uint32_t dense_bit = std::uint32_t{1} << 31;
 
 struct DpState {
   double compute_end;
   double comm_end;
-  double err;           // how much later than a dropped state this one may end
-  std::uint32_t from;   // boundary of the previous state (the group is [this, from))
-  std::uint32_t index;  // index of the previous state in front[from], | dense_bit if dense
+  double err;            // how much later than a dropped state this one may end
+  std::uint32_t from;    // boundary of the previous state (the group is [this, from))
+  std::uint32_t index;   // index of the previous state in front[from], | dense_bit if dense
+  std::uint32_t groups;  // how many groups the state's path has
 };
 
 enum class Choices { sparse, dense, both };
@@ -95,14 +99,16 @@ class FrontSearch {
   bool thinned_ = false;
 };
 
-// The order of a front: rising compute end, then comm end, then the order in which the
+// The order of a front: rising compute end, then comm end, then fewer groups (of two
+// states that end alike, the one with fewer messages is kept), then the order in which the
 // states are produced (groups ending higher first, then the previous state's index, sparse
-// before dense), so that of two equal states the first produced is kept. Total (no two
+// before dense). Total (no two
 // states of a front share their predecessor and collective): a front's order does not
 // depend on how the states were gathered.
 bool state_before(const DpState& a, const DpState& b) {
   if (a.compute_end != b.compute_end) return a.compute_end < b.compute_end;
   if (a.comm_end != b.comm_end) return a.comm_end < b.comm_end;
+  if (a.groups != b.groups) return a.groups < b.groups;
   if (a.from != b.from) return a.from > b.from;
   const std::uint32_t sa = a.index & ~dense_bit, sb = b.index & ~dense_bit;
   if (sa != sb) return sa < sb;
@@ -239,7 +245,7 @@ void FrontSearch::expand(std::size_t i) {
         if ((e + still) > upper_ * (1.0 + 1e-9)) break;
         if (d > upper_) continue;
         run.push_back({e, d, st.err, static_cast<std::uint32_t>(i),
-                       static_cast<std::uint32_t>(s) | (is_dense ? dense_bit : 0u)});
+                       static_cast<std::uint32_t>(s) | (is_dense ? dense_bit : 0u), st.groups + 1});
       }
     };
     run_[0].clear();
@@ -264,7 +270,7 @@ void FrontSearch::run() {
     backward_below_[j + 1] = backward_below_[j] + layers_[j].backward_s;
   dropped_.assign(L + 1, {});
   pushed_.assign(L + 1, 0);
-  front_[L].push_back({0.0, 0.0, 0.0, 0, 0});
+  front_[L].push_back({0.0, 0.0, 0.0, 0, 0, 0});
   for (std::size_t i = L; i >= 1; --i) {
     settle(i);
     thin(front_[i], cap_);
