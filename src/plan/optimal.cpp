@@ -116,15 +116,20 @@ bool state_before(const DpState& a, const DpState& b) {
 }
 
 // Greedy cover of a front (rising E, falling D) by states within tau of the covered ones
-// in both E and D: rep[s] is the kept state standing for s. Returns how many are kept.
-std::size_t cover(const std::vector<DpState>& st, double tau, std::vector<std::size_t>& rep) {
-  rep.assign(st.size(), 0);
+// in both E and D: (*rep)[s] is the kept state standing for s. Returns how many are kept;
+// without rep, it stops counting above `limit`.
+std::size_t cover(const std::vector<DpState>& st, double tau, std::vector<std::size_t>* rep,
+                  std::size_t limit = SIZE_MAX) {
+  if (rep) rep->assign(st.size(), 0);
   std::size_t kept = 0;
-  for (std::size_t s0 = 0; s0 < st.size();) {
+  for (std::size_t s0 = 0; s0 < st.size() && kept <= limit;) {
     std::size_t k = s0;  // the last state with E <= E(s0) + tau: D(k) <= D(s) for s <= k
     while (k + 1 < st.size() && st[k + 1].compute_end <= st[s0].compute_end + tau) ++k;
     std::size_t s = s0;
-    while (s < st.size() && (s <= k || st[k].comm_end - st[s].comm_end <= tau)) rep[s++] = k;
+    while (s < st.size() && (s <= k || st[k].comm_end - st[s].comm_end <= tau)) {
+      if (rep) (*rep)[s] = k;
+      ++s;
+    }
     ++kept;
     s0 = s;
   }
@@ -141,9 +146,9 @@ void FrontSearch::thin(std::vector<DpState>& states, std::size_t cap) {
   std::vector<std::size_t> rep;
   for (int it = 0; it < 40 && hi - lo > 1e-3 * hi; ++it) {
     const double mid = 0.5 * (lo + hi);
-    (cover(states, mid, rep) <= cap ? hi : lo) = mid;
+    (cover(states, mid, nullptr, cap) <= cap ? hi : lo) = mid;
   }
-  cover(states, hi, rep);
+  cover(states, hi, &rep);
   for (std::size_t s = 0; s < states.size(); ++s) {
     DpState& k = states[rep[s]];
     const double extra =
