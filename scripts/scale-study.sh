@@ -19,6 +19,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 build="${1:-$OMGS_ROOT/build}"
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac  # the sweeps run in a work directory
 gpu="${GPU:-h100}"
 density="${DENSITY:-0.001}"
 workers="${WORKERS:-2,4,...,4096}"

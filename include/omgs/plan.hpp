@@ -178,7 +178,7 @@ struct Plan {
 struct OptimalBudget {
   std::size_t max_front = SIZE_MAX;               ///< upper limit of F (for tests and experiments)
   std::uint64_t max_work = 30'000'000;            ///< model evaluations plus state updates
-  std::size_t max_states = std::size_t{1} << 21;  ///< 32 bytes each: 64 MiB
+  std::size_t max_states = std::size_t{1} << 21;  ///< 40 bytes each: 80 MiB
 };
 
 /// The timeline model of the MGS paper applied to any grouping (plan order, covering every

@@ -66,15 +66,36 @@ struct ChoiceState {
 constexpr std::size_t max_choice_states = std::size_t{1} << 22;
 
 // Keeps the Pareto front: sorted by compute end, strictly falling comm end. Stable, and
-// sparse states are pushed first, so ties keep the sparse choice.
-void keep_front(std::vector<ChoiceState>& st, std::size_t max_choice_front) {
-  std::stable_sort(st.begin(), st.end(), [](const ChoiceState& a, const ChoiceState& b) {
+// sparse states are pushed first, so ties keep the sparse choice. st[0, sparse) and
+// st[sparse, end) are the two choices' states: each is already sorted (the previous front
+// is, and pipeline_step is monotone in it), and std::merge, which keeps each range's order
+// and puts the first range's states first among equals, sorts as std::stable_sort would.
+void keep_front(std::vector<ChoiceState>& st, std::size_t sparse, std::size_t max_choice_front,
+                std::vector<ChoiceState>& buffer) {
+  auto before = [](const ChoiceState& a, const ChoiceState& b) {
     return a.compute_end < b.compute_end;
-  });
-  std::size_t kept = 0;
-  for (const ChoiceState& s : st)
-    if (kept == 0 || s.comm_end < st[kept - 1].comm_end) st[kept++] = s;
-  st.resize(kept);
+  };
+  const auto mid = st.begin() + static_cast<std::ptrdiff_t>(sparse);
+  if (std::is_sorted(st.begin(), mid, before) && std::is_sorted(mid, st.end(), before)) {
+    // The merge, keeping only the states of the front as they come.
+    buffer.clear();
+    auto keep = [&](const ChoiceState& s) {
+      if (buffer.empty() || s.comm_end < buffer.back().comm_end) buffer.push_back(s);
+    };
+    std::size_t a = 0;
+    for (std::size_t b = sparse; b < st.size(); ++b) {
+      while (a < sparse && !before(st[b], st[a])) keep(st[a++]);
+      keep(st[b]);
+    }
+    while (a < sparse) keep(st[a++]);
+    st.swap(buffer);
+  } else {
+    std::stable_sort(st.begin(), st.end(), before);
+    std::size_t kept = 0;
+    for (const ChoiceState& s : st)
+      if (kept == 0 || s.comm_end < st[kept - 1].comm_end) st[kept++] = s;
+    st.resize(kept);
+  }
   if (st.size() <= max_choice_front) return;
   // Evenly spaced states, the first (earliest compute) and last (earliest comm) included.
   std::vector<ChoiceState> thinned;
@@ -95,7 +116,7 @@ std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
   // group g is dense if its low bit is set (4 bytes per state are kept, not 24).
   std::vector<std::vector<std::uint32_t>> back(groups.size());
   std::vector<ChoiceState> prev = {{0.0, 0.0, 0, false}};
-  std::vector<ChoiceState> next;
+  std::vector<ChoiceState> next, buffer;
   const std::size_t cap = std::max<std::size_t>(64, max_choice_states / groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) {
     // Summed as predict() does, so the result is bit-identical to it.
@@ -113,7 +134,7 @@ std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
         next.push_back({t.topk_end_s, t.comm_end_s, static_cast<std::uint32_t>(s), dense});
       }
     }
-    keep_front(next, cap);
+    keep_front(next, prev.size(), cap, buffer);
     for (const ChoiceState& st : next) back[g].push_back(st.parent << 1 | (st.dense ? 1u : 0u));
     std::swap(prev, next);
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include <omgs/plan.hpp>
@@ -30,24 +31,28 @@ namespace omgs {
 // path, max over merged states); the largest err of any state is a proven bound on the
 // gap to the optimum (up to rounding). States that cannot beat the MGS plan (D, or E plus
 // the backward time still to come, above its iteration end) are dropped: exact.
-// A pending front (one still receiving states) is cut to its Pareto states when it
-// exceeds 2F and thinned only if more than F remain, so at most 3F states are held per
-// boundary. Cost: pairs = L(L+1)/2 model evaluations and at most pairs * F state updates.
+// A pending front (one still receiving states) is cut when it has received more than 2F
+// states since its last cut and thinned only if more than F Pareto states remain, so at
+// most 3F states are held per boundary. It keeps only its Pareto states as they arrive
+// (merged in a total order, state_before); the errs of the dropped ones are handed to the
+// kept states at the cut, as if they had been dropped there. Cost: pairs = L(L+1)/2
+// model evaluations and at most pairs * F state updates.
 // ---------------------------------------------------------------------------------------
 // Collectives (docs/planner.md): when the model knows the allreduce, every group [j, i) is
 // tried both sparse and dense (E' = (E + tb) + 0, D' = max(D, E') + allreduce), the same
 // monotone map, so the fronts stay exact and the search covers boundaries and choices.
 namespace {
 // The index of a state's predecessor is below max_states (< 2^31): its top bit carries the
-// collective of the group, keeping a state at 32 bytes.
+// collective of the group, keeping a state at 40 bytes.
 constexpr std::uint32_t dense_bit = std::uint32_t{1} << 31;
 
 struct DpState {
   double compute_end;
   double comm_end;
-  double err;           // how much later than a dropped state this one may end
-  std::uint32_t from;   // boundary of the previous state (the group is [this, from))
-  std::uint32_t index;  // index of the previous state in front[from], | dense_bit if dense
+  double err;            // how much later than a dropped state this one may end
+  std::uint32_t from;    // boundary of the previous state (the group is [this, from))
+  std::uint32_t index;   // index of the previous state in front[from], | dense_bit if dense
+  std::uint32_t groups;  // how many groups the state's path has
 };
 
 enum class Choices { sparse, dense, both };
@@ -72,6 +77,11 @@ class FrontSearch {
  private:
   void thin(std::vector<DpState>& states, std::size_t cap);
   void expand(std::size_t i);
+  // Merges the states of run_ (each sorted here) into front j, dropping dominated states.
+  void merge_runs(std::size_t j);
+  // Cuts front j as drop_dominated would: the errs of the states dropped since the last
+  // cut go to the kept states that stand for them.
+  void settle(std::size_t j);
 
   const std::vector<LayerSpec>& layers_;
   const PerfModel& model_;
@@ -80,37 +90,46 @@ class FrontSearch {
   const double upper_;
   const Choices choices_;
   std::vector<std::vector<DpState>> front_;
-  std::vector<double> backward_below_;  // sum of backward_s of layers [0, j)
+  std::vector<double> backward_below_;         // sum of backward_s of layers [0, j)
+  std::vector<std::vector<DpState>> dropped_;  // per front: dropped since the last cut, err > 0
+  std::vector<std::size_t> pushed_;     // per front: states held at the last cut + pushed since
+  std::vector<DpState> run_[2];         // the states one group adds: sparse, dense
+  std::vector<DpState> both_, merged_;  // merge_runs' buffers
   double max_err_ = 0.0;
   bool thinned_ = false;
 };
 
-// Removes dominated states (the dominating state stands for them, err included).
-void drop_dominated(std::vector<DpState>& states) {
-  std::sort(states.begin(), states.end(), [](const DpState& a, const DpState& b) {
-    if (a.compute_end != b.compute_end) return a.compute_end < b.compute_end;
-    return a.comm_end < b.comm_end;
-  });
-  std::size_t kept = 0;
-  for (std::size_t s = 0; s < states.size(); ++s) {
-    if (kept == 0 || states[s].comm_end < states[kept - 1].comm_end)
-      states[kept++] = states[s];
-    else
-      states[kept - 1].err = std::max(states[kept - 1].err, states[s].err);
-  }
-  states.resize(kept);
+// The order of a front: rising compute end, then comm end, then fewer groups (of two
+// states that end alike, the one with fewer messages is kept), then the order in which the
+// states are produced (groups ending higher first, then the previous state's index, sparse
+// before dense). Total (no two
+// states of a front share their predecessor and collective): a front's order does not
+// depend on how the states were gathered.
+bool state_before(const DpState& a, const DpState& b) {
+  if (a.compute_end != b.compute_end) return a.compute_end < b.compute_end;
+  if (a.comm_end != b.comm_end) return a.comm_end < b.comm_end;
+  if (a.groups != b.groups) return a.groups < b.groups;
+  if (a.from != b.from) return a.from > b.from;
+  const std::uint32_t sa = a.index & ~dense_bit, sb = b.index & ~dense_bit;
+  if (sa != sb) return sa < sb;
+  return (a.index & dense_bit) < (b.index & dense_bit);
 }
 
 // Greedy cover of a front (rising E, falling D) by states within tau of the covered ones
-// in both E and D: rep[s] is the kept state standing for s. Returns how many are kept.
-std::size_t cover(const std::vector<DpState>& st, double tau, std::vector<std::size_t>& rep) {
-  rep.assign(st.size(), 0);
+// in both E and D: (*rep)[s] is the kept state standing for s. Returns how many are kept;
+// without rep, it stops counting above `limit`.
+std::size_t cover(const std::vector<DpState>& st, double tau, std::vector<std::size_t>* rep,
+                  std::size_t limit = SIZE_MAX) {
+  if (rep) rep->assign(st.size(), 0);
   std::size_t kept = 0;
-  for (std::size_t s0 = 0; s0 < st.size();) {
+  for (std::size_t s0 = 0; s0 < st.size() && kept <= limit;) {
     std::size_t k = s0;  // the last state with E <= E(s0) + tau: D(k) <= D(s) for s <= k
     while (k + 1 < st.size() && st[k + 1].compute_end <= st[s0].compute_end + tau) ++k;
     std::size_t s = s0;
-    while (s < st.size() && (s <= k || st[k].comm_end - st[s].comm_end <= tau)) rep[s++] = k;
+    while (s < st.size() && (s <= k || st[k].comm_end - st[s].comm_end <= tau)) {
+      if (rep) (*rep)[s] = k;
+      ++s;
+    }
     ++kept;
     s0 = s;
   }
@@ -127,9 +146,9 @@ void FrontSearch::thin(std::vector<DpState>& states, std::size_t cap) {
   std::vector<std::size_t> rep;
   for (int it = 0; it < 40 && hi - lo > 1e-3 * hi; ++it) {
     const double mid = 0.5 * (lo + hi);
-    (cover(states, mid, rep) <= cap ? hi : lo) = mid;
+    (cover(states, mid, nullptr, cap) <= cap ? hi : lo) = mid;
   }
-  cover(states, hi, rep);
+  cover(states, hi, &rep);
   for (std::size_t s = 0; s < states.size(); ++s) {
     DpState& k = states[rep[s]];
     const double extra =
@@ -141,6 +160,64 @@ void FrontSearch::thin(std::vector<DpState>& states, std::size_t cap) {
   for (std::size_t s = 0; s < states.size(); ++s)
     if (rep[s] == s) states[kept++] = states[s];
   states.resize(kept);
+}
+
+// Whether a sorted run has a state that no state of the front or of the run before it
+// dominates. If not, the front is the union's Pareto front: a front state dominated by a
+// run state is dominated by whatever dominates that one.
+bool adds_state(const std::vector<DpState>& front, const std::vector<DpState>& run) {
+  std::size_t a = 0;
+  for (const DpState& st : run) {
+    while (a < front.size() && state_before(front[a], st)) ++a;
+    if (a == 0 || st.comm_end < front[a - 1].comm_end) return true;
+  }
+  return false;
+}
+
+void FrontSearch::merge_runs(std::size_t j) {
+  for (std::vector<DpState>& r : run_)
+    if (!std::is_sorted(r.begin(), r.end(), state_before))
+      std::sort(r.begin(), r.end(), state_before);
+  const std::vector<DpState>* runs = run_[0].empty() ? &run_[1] : &run_[0];
+  if (!run_[0].empty() && !run_[1].empty()) {
+    both_.clear();
+    std::merge(run_[0].begin(), run_[0].end(), run_[1].begin(), run_[1].end(),
+               std::back_inserter(both_), state_before);
+    runs = &both_;
+  }
+  if (runs->empty()) return;
+  std::vector<DpState>& to = front_[j];
+  if (!adds_state(to, *runs)) {  // the front stays as it is
+    for (const DpState& st : *runs)
+      if (st.err > 0.0) dropped_[j].push_back(st);
+    return;
+  }
+  // drop_dominated's pass over the union of two sorted fronts, in merge order.
+  merged_.clear();
+  auto keep = [&](const DpState& st) {
+    if (merged_.empty() || st.comm_end < merged_.back().comm_end)
+      merged_.push_back(st);
+    else if (st.err > 0.0)
+      dropped_[j].push_back(st);
+  };
+  std::size_t a = 0;
+  for (const DpState& st : *runs) {
+    while (a < to.size() && state_before(to[a], st)) keep(to[a++]);
+    keep(st);
+  }
+  while (a < to.size()) keep(to[a++]);
+  to.swap(merged_);
+}
+
+void FrontSearch::settle(std::size_t j) {
+  // drop_dominated merges a dropped state's err into the last kept state before it.
+  std::vector<DpState>& st = front_[j];
+  for (const DpState& x : dropped_[j]) {
+    DpState& k = *(std::upper_bound(st.begin(), st.end(), x, state_before) - 1);
+    k.err = std::max(k.err, x.err);
+  }
+  dropped_[j].clear();
+  dropped_[j].shrink_to_fit();
 }
 
 void FrontSearch::expand(std::size_t i) {
@@ -159,21 +236,33 @@ void FrontSearch::expand(std::size_t i) {
     // Whatever follows still needs the backward time of layers [0, j); a margin of 1e-9
     // keeps the differently ordered sum from pruning a state that ties with MGS.
     const double still = backward_below_[j];
-    std::vector<DpState>& to = front_[j];
-    auto push = [&](const DpState& st, std::uint32_t s, double topk, double comm, bool is_dense) {
-      const GroupTiming t = detail::pipeline_step({st.compute_end, st.comm_end}, tb, topk, comm);
-      const double e = t.topk_end_s;
-      const double d = t.comm_end_s;
-      if (d > upper_ || (e + still) > upper_ * (1.0 + 1e-9)) return;
-      to.push_back({e, d, st.err, static_cast<std::uint32_t>(i), s | (is_dense ? dense_bit : 0u)});
+    // One run per collective: the source front rises in E and the map is monotone, so
+    // each run is (nearly always) sorted already and is merged into the sorted front, and
+    // once E' is too late for a state it is for every later one.
+    auto push_run = [&](double topk, double comm, bool is_dense) {
+      std::vector<DpState>& run = run_[is_dense ? 1 : 0];
+      run.clear();
+      for (std::size_t s = 0; s < from.size(); ++s) {
+        const DpState& st = from[s];
+        const GroupTiming t = detail::pipeline_step({st.compute_end, st.comm_end}, tb, topk, comm);
+        const double e = t.topk_end_s;
+        const double d = t.comm_end_s;
+        if ((e + still) > upper_ * (1.0 + 1e-9)) break;
+        if (d > upper_) continue;
+        run.push_back({e, d, st.err, static_cast<std::uint32_t>(i),
+                       static_cast<std::uint32_t>(s) | (is_dense ? dense_bit : 0u), st.groups + 1});
+      }
     };
-    for (std::size_t s = 0; s < from.size(); ++s) {
-      if (sparse) push(from[s], static_cast<std::uint32_t>(s), ts, tc, false);
-      if (dense) push(from[s], static_cast<std::uint32_t>(s), 0.0, tr, true);
-    }
-    if (to.size() > 2 * cap_) {
-      drop_dominated(to);
-      thin(to, cap_);
+    run_[0].clear();
+    run_[1].clear();
+    if (sparse) push_run(ts, tc, false);
+    if (dense) push_run(0.0, tr, true);
+    pushed_[j] += run_[0].size() + run_[1].size();
+    merge_runs(j);
+    if (pushed_[j] > 2 * cap_) {
+      settle(j);
+      thin(front_[j], cap_);
+      pushed_[j] = front_[j].size();
     }
   }
 }
@@ -184,14 +273,16 @@ void FrontSearch::run() {
   backward_below_.assign(L + 1, 0.0);
   for (std::size_t j = 0; j < L; ++j)
     backward_below_[j + 1] = backward_below_[j] + layers_[j].backward_s;
-  front_[L].push_back({0.0, 0.0, 0.0, 0, 0});
+  dropped_.assign(L + 1, {});
+  pushed_.assign(L + 1, 0);
+  front_[L].push_back({0.0, 0.0, 0.0, 0, 0, 0});
   for (std::size_t i = L; i >= 1; --i) {
-    drop_dominated(front_[i]);
+    settle(i);
     thin(front_[i], cap_);
     front_[i].shrink_to_fit();
     expand(i);
   }
-  drop_dominated(front_[0]);
+  settle(0);
 }
 
 std::vector<Group> FrontSearch::best() const {
