@@ -31,8 +31,7 @@ static void iterate(omgs_runtime* rt, const omgs_layer* layers, int rank, int si
     /* The allgather sends every pair; the sparse allreduce a rank's pairs outside its
      * region, histograms and counts. */
     EXPECT(allgather ? st.bytes_sent == 8 * (1000 + 300 + 10) : size == 1 || st.bytes_sent > 0);
-    EXPECT(st.pairs_sent == 1000 + 300 + 10);
-    EXPECT(!allgather || st.bytes_per_pair == 8.0);
+    EXPECT(!allgather || (st.pairs_sent == 1000 + 300 + 10 && st.bytes_per_pair == 8.0));
     EXPECT(st.sparsify_cpu_s > 0 && st.sparsify_cpu_s <= st.sparsify_s + 1e-3);
     for (size_t l = 0; l < 3; ++l) {
       const float* a = omgs_aggregated(rt, l, &n);
