@@ -41,7 +41,7 @@ inline constexpr std::size_t allreduce_forms = 3;
 OMGS_EXPORT std::string_view to_string(AllreduceForm form);
 
 /// What choose_allreduce_form measured and chose; the same on every rank.
-struct AllreduceFormChoice {
+struct OMGS_EXPORT AllreduceFormChoice {
   AllreduceForm form = AllreduceForm::nonblocking;
   std::size_t numel = 0;  ///< floats per allreduce timed
   /// Rank 0's median seconds per form (indexed by the form); NaN for a form not timed.
