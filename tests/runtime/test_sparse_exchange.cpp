@@ -184,10 +184,11 @@ TEST_CASE("sparse allreduce exchange: the option is agreed and read from the env
   CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, test_layers(), opt),
                     Catch::Contains("OMGS_SPARSE_EXCHANGE='sparse'"));
   ::unsetenv("OMGS_SPARSE_EXCHANGE");
-  // automatic honours the plan's collectives: the mgs planner plans allgathers.
+  // automatic: the planner picks either sparse exchange per group by the calibrated costs
+  // (which one depends on this machine and MPI); mgs never plans a dense group.
   opt.sparse_exchange = omgs::SparseExchange::automatic;
   omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
-  for (const omgs::Group& g : rt.plan().groups) CHECK(g.collective == omgs::Collective::sparse);
+  for (const omgs::Group& g : rt.plan().groups) CHECK(g.collective != omgs::Collective::dense);
 }
 
 TEST_CASE("sparse allreduce exchange: a non-finite gradient fails the group on every rank",
