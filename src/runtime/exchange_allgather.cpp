@@ -105,12 +105,6 @@ class AllgatherExchange final : public TopkExchange {
     zero_aggregate();
   }
 
-  static WireValues wire_values(PairWire w) {
-    return w == PairWire::bf16   ? WireValues::bf16
-           : w == PairWire::fp16 ? WireValues::fp16
-                                 : WireValues::fp32;
-  }
-
   bool compact_;               // the compact pair format, else the 8-byte pairs
   PairLayout layout_;          // the compact block (empty for the 8-byte pairs)
   std::size_t units_;          // 8-byte units per rank: k pairs, or the block's words / 2

@@ -14,11 +14,15 @@
 #include <vector>
 
 #include <omgs/comm.hpp>
+#include <omgs/pair_format.hpp>
 #include <omgs/perf_model.hpp>
 #include <omgs/runtime.hpp>
 #include <omgs/select.hpp>
 
 namespace omgs::detail {
+
+/// The compact pair format's value type of a pair wire (fp32 for pairs8 and fp32).
+WireValues wire_values(PairWire wire);
 
 /// The per-element buffers every exchange works in, allocated once at construction (the
 /// residual in two buffers: ExchangeContext::swapped says which is current).

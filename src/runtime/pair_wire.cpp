@@ -1,7 +1,9 @@
-// The names of RuntimeOptions::pair_wire (runtime.hpp).
+// The names of RuntimeOptions::pair_wire (runtime.hpp) and its value type on the wire.
 #include <string>
 
 #include <omgs/runtime.hpp>
+
+#include "runtime/group_exchange.hpp"
 
 namespace omgs {
 
@@ -27,3 +29,13 @@ PairWire parse_pair_wire(std::string_view name) {
 }
 
 }  // namespace omgs
+
+namespace omgs::detail {
+
+WireValues wire_values(PairWire wire) {
+  return wire == PairWire::bf16   ? WireValues::bf16
+         : wire == PairWire::fp16 ? WireValues::fp16
+                                  : WireValues::fp32;
+}
+
+}  // namespace omgs::detail

@@ -308,10 +308,8 @@ double RuntimeImpl::wire_pair_bytes() const {
   std::uint64_t n = 0;
   for (const LayerSpec& l : layers) n += l.numel;
   n = std::min<std::uint64_t>(n, std::numeric_limits<std::uint32_t>::max());
-  const WireValues v = options.pair_wire == PairWire::bf16   ? WireValues::bf16
-                       : options.pair_wire == PairWire::fp16 ? WireValues::fp16
-                                                             : WireValues::fp32;
-  return make_pair_layout(n, selected_count(n, density_now), v).bytes_per_pair();
+  return make_pair_layout(n, selected_count(n, density_now), wire_values(options.pair_wire))
+      .bytes_per_pair();
 }
 
 /// Collective: throws on every rank unless every rank computed the same groups.
