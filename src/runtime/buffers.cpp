@@ -67,10 +67,6 @@ void RuntimeImpl::allocate_layers() {
                 " bytes) failed: " + e.what());
   }
   is_ready.assign(L, 0);
-  layer_ready_s.assign(L, nan_s);
-  layer_bwd_s.assign(L, nan_s);
-  bwd_sum.assign(L, 0.0);
-  bwd_count.assign(L, 0);
 }
 
 /// Layer l's slot of one of the flat buffers; throws naming the accessor if l is unknown.

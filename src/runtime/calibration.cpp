@@ -192,3 +192,15 @@ void RuntimeImpl::choose_dense_allreduce() {
 }
 
 }  // namespace omgs::detail
+
+namespace omgs {
+
+void Runtime::save_perf_model(const std::string& path) const {
+  const AlphaBetaModel* ab = impl_->model->as_alpha_beta();
+  if (ab == nullptr)
+    throw Error("omgs::Runtime::save_perf_model: the model in force is not an alpha-beta model (" +
+                impl_->model->describe() + "); calibrate, or refit it with refit_iterations > 0");
+  ab->save(path);
+}
+
+}  // namespace omgs

@@ -66,7 +66,7 @@ void RuntimeImpl::advance_schedule(IterationStats& st) noexcept {
   try {
     apply_density(next);
     st.replanned = true;
-    st.plan_generation = plan_generation;
+    st.plan_generation = instance_->generation;
     st.predicted_s = plan().predicted.iteration_end_s;
   } catch (const std::exception& e) {
     warming = false;
@@ -110,7 +110,7 @@ void RuntimeImpl::apply_density(double d) {
     std::string err;
     Plan next;
     try {
-      next = make_plan(profiling ? Planner::layerwise : options.planner, layers, *model,
+      next = make_plan(loop_.profiling() ? Planner::layerwise : options.planner, layers, *model,
                        plan_config());
     } catch (const std::exception& e) {
       err = e.what();
@@ -123,8 +123,7 @@ void RuntimeImpl::apply_density(double d) {
   }
   // The closed loop: a new window for the new plan; a previous switch is not judged against
   // a window of another density.
-  reset_window();
-  last_refit.switched = false;
+  loop_.density_changed();
 }
 
 }  // namespace omgs::detail

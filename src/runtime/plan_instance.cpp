@@ -1,4 +1,4 @@
-// The plan instance (runtime_impl.hpp): everything that depends on the plan (its group
+// The plan instance (plan_instance.hpp): everything that depends on the plan (its group
 // exchanges, the selector they share, the engine that posts them), built whole and swapped
 // in by install_plan(), the one path of construction, the profiler's replan and the closed
 // loop's switch.
@@ -44,8 +44,8 @@ void RuntimeImpl::install_plan(Plan next) {
     }
     throw;
   }
+  if (replacing) built->generation = instance_->generation + 1;
   instance_ = std::move(built);
-  if (replacing) ++plan_generation;
 }
 
 /// With allgather or automatic the plan's collectives stand (automatic: the planner chose

@@ -6,7 +6,8 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
-#include "runtime/runtime_impl.hpp"
+#include "comm/collectives.hpp"
+#include "runtime/closed_loop.hpp"
 
 namespace omgs::detail {
 
@@ -25,7 +26,8 @@ void fill_by_rate(const std::vector<LayerSpec>& layers, std::vector<double>& t) 
 /// The measured pipeline of the iteration just finished, in the form of Plan::predicted,
 /// and its trace events. A layer whose compute time is unknown (the first ready() without
 /// begin_backward()) gets the time per element of the others.
-void RuntimeImpl::finish_timeline() noexcept {
+void ClosedLoop::finish_timeline() noexcept {
+  const std::vector<LayerSpec>& layers = host_.layers();
   estimated_layer = layers.size();
   for (std::size_t l = 0; l < layers.size(); ++l) {
     if (std::isnan(layer_bwd_s[l])) {
@@ -40,7 +42,7 @@ void RuntimeImpl::finish_timeline() noexcept {
   double origin = std::numeric_limits<double>::infinity();
   for (std::size_t l = 0; l < layers.size(); ++l)
     origin = std::min(origin, layer_ready_s[l] - layer_bwd_s[l]);
-  PlanInstance& p = *instance_;
+  PlanInstance& p = host_.instance();
   Timeline& measured = p.measured;
   const std::vector<double>&topk_start_s = p.topk_start_s, &topk_end_s = p.topk_end_s;
   measured.compute_end_s = 0;
@@ -61,12 +63,12 @@ void RuntimeImpl::finish_timeline() noexcept {
     measured.compute_end_s = std::max(measured.compute_end_s, t.topk_end_s);
     measured.iteration_end_s = std::max(measured.iteration_end_s, t.comm_end_s);
     measured.comm_total_s += t.comm_end_s - t.comm_start_s;
-    record(TraceKind::backward, static_cast<int>(g), bstart, topk_start_s[g]);
-    record(TraceKind::sparsify, static_cast<int>(g), topk_start_s[g], topk_end_s[g]);
-    record(TraceKind::queue, static_cast<int>(g), ct.submit_s, ct.post_s);
-    record(TraceKind::allgather, static_cast<int>(g), ct.post_s, ct.complete_s);
+    host_.record(TraceKind::backward, static_cast<int>(g), bstart, topk_start_s[g]);
+    host_.record(TraceKind::sparsify, static_cast<int>(g), topk_start_s[g], topk_end_s[g]);
+    host_.record(TraceKind::queue, static_cast<int>(g), ct.submit_s, ct.post_s);
+    host_.record(TraceKind::allgather, static_cast<int>(g), ct.post_s, ct.complete_s);
     if (!std::isnan(p.agg_start_s[g]))
-      record(TraceKind::aggregate, static_cast<int>(g), p.agg_start_s[g], p.agg_end_s[g]);
+      host_.record(TraceKind::aggregate, static_cast<int>(g), p.agg_start_s[g], p.agg_end_s[g]);
     p.agg_start_s[g] = p.agg_end_s[g] = nan_s;
   }
   measured.non_overlapped_comm_s = std::max(0.0, measured.iteration_end_s - measured.compute_end_s);
@@ -74,7 +76,8 @@ void RuntimeImpl::finish_timeline() noexcept {
 
 /// The layers with the backward times accumulated in bwd_sum / bwd_count, averaged over
 /// ranks on rank 0 and broadcast (bit-identical everywhere). Collective.
-std::vector<LayerSpec> RuntimeImpl::agreed_backward_times() const {
+std::vector<LayerSpec> ClosedLoop::agreed_backward_times() const {
+  const std::vector<LayerSpec>& layers = host_.layers();
   const std::size_t L = layers.size();
   std::vector<double> mean(L);
   for (std::size_t l = 0; l < L; ++l)
@@ -82,7 +85,7 @@ std::vector<LayerSpec> RuntimeImpl::agreed_backward_times() const {
   // A layer never measured (always the first ready() without begin_backward) gets the
   // time per element of the others.
   fill_by_rate(layers, mean);
-  const std::vector<double> agreed = mean_from_root(comm, mean);
+  const std::vector<double> agreed = mean_from_root(host_.comm(), mean);
   std::vector<LayerSpec> out = layers;
   for (std::size_t l = 0; l < L; ++l) out[l].backward_s = agreed[l];
   return out;
@@ -91,33 +94,33 @@ std::vector<LayerSpec> RuntimeImpl::agreed_backward_times() const {
 /// After profiling: average the measured backward times over iterations and ranks (rank
 /// 0's reduction, broadcast, so every rank plans with bit-identical inputs), plan with the
 /// chosen planner, check the plan everywhere, and rebuild what depends on the groups.
-/// Collective; every rank calls it at the same iteration. On failure `profiling` stays
+/// Collective; every rank calls it at the same iteration. On failure `profiling_` stays
 /// true and the layer-wise plan is kept.
-void RuntimeImpl::replan() noexcept {
+void ClosedLoop::replan() noexcept {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::replan"));
   try {
     std::vector<LayerSpec> measured_layers = agreed_backward_times();
     std::string err;
     Plan next;
     try {
-      next = make_plan(options.planner, measured_layers, *model, plan_config());
+      next = host_.plan_for(planner, measured_layers, host_.model());
     } catch (const std::exception& e) {
       err = e.what();
     }
-    agree_on_error(comm, err, "omgs");
-    install_plan(std::move(next));
-    layers = std::move(measured_layers);
-    profiling = false;
+    agree_on_error(host_.comm(), err, "omgs");
+    host_.install_plan(std::move(next));
+    host_.set_planning_inputs(std::move(measured_layers), nullptr);
+    profiling_ = false;
   } catch (const std::exception& e) {
-    last_error = std::string("omgs: planning with the measured backward times failed (") +
-                 e.what() + "); communication stays layer-wise";
+    host_.set_error(std::string("omgs: planning with the measured backward times failed (") +
+                    e.what() + "); communication stays layer-wise");
   }
   Kokkos::Profiling::popRegion();
 }
 
 /// Adds this iteration's measured backward times to bwd_sum / bwd_count.
-void RuntimeImpl::accumulate_backward() noexcept {
-  for (std::size_t l = 0; l < layers.size(); ++l) {
+void ClosedLoop::accumulate_backward() noexcept {
+  for (std::size_t l = 0; l < layer_bwd_s.size(); ++l) {
     if (l == estimated_layer) continue;  // not measured in this iteration
     bwd_sum[l] += layer_bwd_s[l];
     ++bwd_count[l];
@@ -126,15 +129,15 @@ void RuntimeImpl::accumulate_backward() noexcept {
 
 /// After finish(): add this iteration's backward times; at the last profiled iteration
 /// (the same on every rank) replan. A failed replan keeps the layer-wise plan for good.
-void RuntimeImpl::accumulate_profile(IterationStats& st) noexcept {
-  if (!profiling) return;
+void ClosedLoop::accumulate_profile(IterationStats& st) noexcept {
+  if (!profiling_) return;
   accumulate_backward();
-  if (++profiled != options.profile_iterations) return;
+  if (++profiled != profile_iterations) return;
   replan();
-  st.replanned = !profiling;
-  if (profiling) {
+  st.replanned = !profiling_;
+  if (profiling_) {
     st.status = Status::plan_failed;
-    profiling = false;  // keep the layer-wise plan; do not try again
+    profiling_ = false;  // keep the layer-wise plan; do not try again
   }
 }
 

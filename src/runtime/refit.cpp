@@ -11,8 +11,10 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
+#include "comm/clock.hpp"
+#include "comm/collectives.hpp"
 #include "plan/timeline_fit.hpp"
-#include "runtime/runtime_impl.hpp"
+#include "runtime/closed_loop.hpp"
 
 namespace omgs::detail {
 
@@ -88,19 +90,20 @@ std::vector<double> cumulative_medians(const std::vector<double>& window_bwd, st
 
 /// Collective, at the same iteration on every rank. A failure (agreed by every rank: every
 /// input of a decision is identical everywhere) keeps the plan and settles the loop.
-void RuntimeImpl::refit() noexcept {
+void ClosedLoop::refit(std::uint64_t iteration) noexcept {
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::refit"));
   const double t0 = now_s();
   RefitReport rep;
-  rep.iteration = iterations - 1;
+  rep.iteration = iteration;
   rep.iterations_fitted = filled;
   try {
-    ModelPrior prior = prior_of(*model, size);
-    std::vector<LayerSpec> next_layers = layers;
+    const int size = host_.plan_config().workers;
+    ModelPrior prior = prior_of(host_.model(), size);
+    std::vector<LayerSpec> next_layers = host_.layers();
     const std::vector<double> c = agreed_fit(prior.coefficients, next_layers, rep);
     // The fit's beta is per byte of 8-byte pairs (bytes_received): per byte of the pair
     // format in force it is 8 / pair_bytes times that.
-    const double pb = wire_pair_bytes();
+    const double pb = host_.wire_pair_bytes();
     AlphaBetaModel refitted =
         AlphaBetaModel(TopkForm::linear, c[0], c[1],
                        CollectiveCosts{{{size, {c[2], c[3] * 8.0 / pb}}}, false, {}},
@@ -112,14 +115,14 @@ void RuntimeImpl::refit() noexcept {
     auto fitted = std::make_unique<AlphaBetaModel>(refitted.with_sparse_allreduce(std::move(sar)));
     switch_plan(std::move(fitted), std::move(next_layers), rep);
   } catch (const std::exception& e) {
-    last_error = std::string("omgs: the closed loop's refit failed (") + e.what() +
-                 "); the plan in force is kept and the loop stopped";
+    host_.set_error(std::string("omgs: the closed loop's refit failed (") + e.what() +
+                    "); the plan in force is kept and the loop stopped");
     settled = true;
   }
   rep.settled = settled;
-  last_refit = std::move(rep);
-  const bool changed = last_refit.switched || last_refit.taken_back;
-  record(changed ? TraceKind::replan : TraceKind::refit, -1, t0, now_s());
+  last_refit_ = std::move(rep);
+  const bool changed = last_refit_.switched || last_refit_.taken_back;
+  host_.record(changed ? TraceKind::replan : TraceKind::refit, -1, t0, now_s());
   Kokkos::Profiling::popRegion();
 }
 
@@ -133,10 +136,12 @@ void RuntimeImpl::refit() noexcept {
 /// sparsify (the slowest rank sets the pace: a group's allgather starts when the last rank
 /// posts it), and per group the fastest rank's allgather (the others' include waiting for
 /// the last rank to post, a skew of compute, not a cost of the network). Collective.
-std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
-                                            std::vector<LayerSpec>& next_layers, RefitReport& rep) {
-  const Plan& plan = this->plan();
-  const std::size_t L = layers.size(), G = plan.groups.size();
+std::vector<double> ClosedLoop::agreed_fit(const std::vector<double>& prior,
+                                           std::vector<LayerSpec>& next_layers, RefitReport& rep) {
+  const Plan& plan = host_.instance().plan;
+  const std::size_t L = next_layers.size(), G = plan.groups.size();
+  const MPI_Comm comm = host_.comm();
+  const PlanConfig config = host_.plan_config();
   GroupPoints p;
   p.sparsify_s.assign(G, 0.0);  // a rank without a measured iteration defers to the others
   p.allgather_s.assign(G, std::numeric_limits<double>::infinity());
@@ -161,8 +166,9 @@ std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
   for (const Group& g : plan.groups) rep.group_numel.push_back(g.numel);
   rep.group_sparsify_s = p.sparsify_s;
   rep.group_allgather_s = p.allgather_s;
-  const TimelineFit f = fit_points(plan.groups, p, size, density_now, {prior[0], prior[1]},
-                                   {prior[2], prior[3]}, {prior[4], prior[5]});
+  const TimelineFit f =
+      fit_points(plan.groups, p, config.workers, config.density, {prior[0], prior[1]},
+                 {prior[2], prior[3]}, {prior[4], prior[5]});
   std::vector<double> c = {f.topk.c0,
                            f.topk.c1,
                            f.allgather.c0,
@@ -176,7 +182,8 @@ std::vector<double> RuntimeImpl::agreed_fit(const std::vector<double>& prior,
 
 /// Per layer the median of its measured backward times in the window; a layer never
 /// measured gets the time per element of the others (0 for all without a measurement).
-std::vector<double> RuntimeImpl::backward_medians() const {
+std::vector<double> ClosedLoop::backward_medians() const {
+  const std::vector<LayerSpec>& layers = host_.layers();
   const std::size_t L = layers.size();
   std::vector<double> out(L, nan_s), v;
   for (std::size_t l = 0; l < L; ++l) {
@@ -190,25 +197,25 @@ std::vector<double> RuntimeImpl::backward_medians() const {
 }
 
 /// The measured iteration ends of the window's filled slots.
-std::vector<double> RuntimeImpl::measured_ends() const {
+std::vector<double> ClosedLoop::measured_ends() const {
   std::vector<double> ends;
   for (std::size_t i = 0; i < filled; ++i) ends.push_back(window[i].iteration_end_s);
   return ends;
 }
 
 /// The decision's inputs (plan/loop_decision.hpp), every one agreed across ranks.
-LoopInputs RuntimeImpl::loop_inputs(const RefitReport& rep, bool candidate_differs) const {
+LoopInputs ClosedLoop::loop_inputs(const RefitReport& rep, bool candidate_differs) const {
   LoopInputs in;
   in.candidate_differs = candidate_differs;
   in.predicted_current_s = rep.predicted_current_s;
   in.predicted_candidate_s = rep.predicted_candidate_s;
-  in.min_gain = options.replan_min_gain;
+  in.min_gain = replan_min_gain;
   in.replans = replans;
-  in.max_replans = options.max_replans;
+  in.max_replans = max_replans;
   in.explored = explored;
-  in.verifying = last_refit.switched;  // the previous refit's: this window follows its switch
+  in.verifying = last_refit_.switched;  // the previous refit's: this window follows its switch
   in.measured_s = rep.measured_iteration_s;
-  in.measured_before_s = last_refit.measured_iteration_s;
+  in.measured_before_s = last_refit_.measured_iteration_s;
   return in;
 }
 
@@ -218,16 +225,16 @@ LoopInputs RuntimeImpl::loop_inputs(const RefitReport& rep, bool candidate_diffe
 /// backward times), else switch to the configured planner's plan if it is
 /// predicted to gain at least replan_min_gain (or, once, within it either way), within
 /// max_replans. Collective.
-void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
-                              RefitReport& rep) {
-  const PlanConfig config = plan_config();
-  const Plan& plan = this->plan();
+void ClosedLoop::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
+                             RefitReport& rep) {
+  const PlanConfig config = host_.plan_config();
+  const Plan& plan = host_.instance().plan;
   Plan current = make_plan_from_groups(plan.planner, next_layers, plan.groups, *fitted, config);
   current.picked = plan.picked;
   current.status = plan.status;
   current.gap_bound_s = plan.gap_bound_s;
   current.status_note = plan.status_note;
-  Plan candidate = with_sparse_exchange(make_plan(options.planner, next_layers, *fitted, config));
+  Plan candidate = host_.plan_for(planner, next_layers, *fitted);
   rep.predicted_current_s = current.predicted.iteration_end_s;
   rep.predicted_candidate_s = candidate.predicted.iteration_end_s;
   rep.candidate_groups = candidate.groups.size();
@@ -243,34 +250,21 @@ void RuntimeImpl::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Lay
     // The plan that measured faster returns with the model and backward times fitted to its
     // own window, still in force: the window just fitted is the slower plan's.
     rep.taken_back = true;
-    rep.model = model->describe();
-    install_plan(std::move(before));
+    rep.model = host_.model().describe();
+    host_.install_plan(std::move(before));
     return;
   }
-  model = std::move(fitted);
-  layers = std::move(next_layers);
+  host_.set_planning_inputs(std::move(next_layers), std::move(fitted));
   if (d.action == LoopAction::keep) {
-    instance_->plan = std::move(current);  // same groups: the instance stays
+    host_.instance().plan = std::move(current);  // same groups: the instance stays
     return;
   }
   rep.switched = true;
   rep.explored = d.action == LoopAction::explore;
   explored = explored || rep.explored;
   before = std::move(current);
-  install_plan(std::move(candidate));
+  host_.install_plan(std::move(candidate));
   ++replans;
 }
 
 }  // namespace omgs::detail
-
-namespace omgs {
-
-void Runtime::save_perf_model(const std::string& path) const {
-  const AlphaBetaModel* ab = impl_->model->as_alpha_beta();
-  if (ab == nullptr)
-    throw Error("omgs::Runtime::save_perf_model: the model in force is not an alpha-beta model (" +
-                impl_->model->describe() + "); calibrate, or refit it with refit_iterations > 0");
-  ab->save(path);
-}
-
-}  // namespace omgs

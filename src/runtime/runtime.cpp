@@ -68,19 +68,31 @@ Status RuntimeImpl::ready(std::size_t l) noexcept {
                                            layers[l].name + "' is already ready in this iteration");
   if (ready_count == 0) {
     current = IterationStats{};
-    iteration_start_s = std::isnan(begin_s) ? t_in : begin_s;
+    iteration_start_s = loop_.iteration_start(t_in);
   }
   Kokkos::Profiling::pushRegion(OMGS_LABEL("omgs::ready"));
   is_ready[l] = 1;
   ++ready_count;
-  // The training code computed this layer between the previous ready() and this one.
-  layer_ready_s[l] = t_in;
-  layer_bwd_s[l] = t_in - last_return_s;  // NaN for the first, without begin_backward
+  loop_.layer_ready(l, t_in);
   const std::size_t g = plan().group_of_layer[l];
   if (--instance_->remaining[g] == 0) sparsify(g);
-  last_return_s = now_s();
+  loop_.returned(now_s());
   Kokkos::Profiling::popRegion();
   return Status::ok;
+}
+
+/// ready(l) with the layer's gradient in a view of the caller's: copied into the flat
+/// gradient first, unless a check fails.
+Status RuntimeImpl::ready(std::size_t l, const ConstGradientView& grad) noexcept {
+  if (l >= layers.size()) return ready(l);
+  if (grad.extent(0) != layers[l].numel)
+    return fail(Status::shape_mismatch,
+                "omgs: ready(" + std::to_string(l) + ", view): layer '" + layers[l].name +
+                    "' has " + std::to_string(layers[l].numel) + " elements, the view " +
+                    std::to_string(grad.extent(0)));
+  if (is_ready[l]) return ready(l);
+  Kokkos::deep_copy(layer_slice(flat_.grad, l, "ready"), grad);
+  return ready(l);
 }
 
 /// Group g's layers are all in: its exchange prepares what it sends, then the engine gets it.
@@ -182,16 +194,14 @@ void RuntimeImpl::close_iteration(double finish_start) {
   IterationStats& st = current;
   const double finish_end = now_s();
   record(TraceKind::wait, -1, finish_start, finish_end);
-  finish_timeline();
+  loop_.close_iteration();
   st.iteration_s = finish_end - iteration_start_s;
   st.iteration = iterations++;
-  st.profiling = profiling;
+  st.profiling = loop_.profiling();
   std::fill(is_ready.begin(), is_ready.end(), 0);
   std::fill(instance_->group_done.begin(), instance_->group_done.end(), 0);
   instance_->reset_remaining();
   ready_count = 0;
-  begin_s = nan_s;
-  last_return_s = nan_s;
 }
 
 IterationStats RuntimeImpl::finish() noexcept {
@@ -210,8 +220,7 @@ IterationStats RuntimeImpl::finish() noexcept {
   detail::fence(instance_->ctx.exec());
   Kokkos::Profiling::popRegion();
   close_iteration(finish_start);
-  accumulate_profile(current);
-  record_insitu(current);
+  loop_.after_iteration(current);
   advance_schedule(current);
   stats = current;
   return current;
@@ -237,24 +246,21 @@ ConstGradientView Runtime::aggregated(std::size_t l) const {
 }
 
 ConstGradientView Runtime::momentum(std::size_t l) const {
-  const auto& s = *impl_;
-  if (s.flat_.velocity.extent(0) == 0)
+  if (impl_->flat_.velocity.extent(0) == 0)
     throw Error("omgs::Runtime::momentum: momentum correction is off (RuntimeOptions::momentum 0)");
-  return s.layer_slice(s.flat_.velocity, l, "momentum");
+  return impl_->layer_slice(impl_->flat_.velocity, l, "momentum");
 }
 
 ConstGradientView Runtime::residual(std::size_t l) const {
-  const auto& s = *impl_;
-  if (l >= s.layers.size()) return s.layer_slice(s.flat_.resid, l, "residual");  // throws
-  return s.layer_slice(s.instance_->ctx.resid_of(s.plan().group_of_layer[l]), l, "residual");
+  const detail::RuntimeImpl& r = *impl_;
+  if (l >= r.layers.size()) return r.layer_slice(r.flat_.resid, l, "residual");  // throws
+  return r.layer_slice(r.instance_->ctx.resid_of(r.plan().group_of_layer[l]), l, "residual");
 }
 
 void Runtime::begin_backward() noexcept {
-  auto& s = *impl_;
-  detail::CallGuard guard(s.in_call);
+  detail::CallGuard guard(impl_->in_call);
   if (!guard.ok) return;
-  s.begin_s = detail::now_s();
-  s.last_return_s = s.begin_s;
+  impl_->loop_.begin_backward(detail::now_s());
 }
 
 Status Runtime::ready(std::size_t l) noexcept {
@@ -265,19 +271,10 @@ Status Runtime::ready(std::size_t l) noexcept {
 }
 
 Status Runtime::ready(std::size_t l, const ConstGradientView& grad) noexcept {
-  auto& s = *impl_;
-  detail::CallGuard guard(s.in_call);
+  detail::CallGuard guard(impl_->in_call);
   if (!guard.ok) return Status::concurrent_call;
-  if (!s.running()) return s.stopped_at_finalize();
-  if (l >= s.layers.size()) return s.ready(l);
-  if (grad.extent(0) != s.layers[l].numel)
-    return s.fail(Status::shape_mismatch,
-                  "omgs: ready(" + std::to_string(l) + ", view): layer '" + s.layers[l].name +
-                      "' has " + std::to_string(s.layers[l].numel) + " elements, the view " +
-                      std::to_string(grad.extent(0)));
-  if (s.is_ready[l]) return s.ready(l);
-  Kokkos::deep_copy(s.layer_slice(s.flat_.grad, l, "ready"), grad);
-  return s.ready(l);
+  if (!impl_->running()) return impl_->stopped_at_finalize();
+  return impl_->ready(l, grad);
 }
 
 IterationStats Runtime::finish() noexcept {
@@ -296,7 +293,7 @@ IterationStats Runtime::finish() noexcept {
 }
 
 bool Runtime::profiling() const noexcept {
-  return impl_->profiling;
+  return impl_->loop_.profiling();
 }
 
 const Timeline& Runtime::measured() const noexcept {
@@ -320,7 +317,7 @@ const CalibrationReport& Runtime::calibration() const noexcept {
   return impl_->calibration;
 }
 const RefitReport& Runtime::last_refit() const noexcept {
-  return impl_->last_refit;
+  return impl_->loop_.last_refit();
 }
 const IterationStats& Runtime::last_stats() const noexcept {
   return impl_->stats;

@@ -1,5 +1,7 @@
 // Internal: the runtime's state, split into parts by lifetime, and the member functions
 // each source file of src/runtime defines (docs/architecture.md, "where to change what").
+// It is composed of the plan instance in force (plan_instance.hpp) and the closed loop
+// (closed_loop.hpp), which reaches it only through RuntimeHost.
 #pragma once
 
 #include <atomic>
@@ -16,12 +18,12 @@
 
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
-#include "plan/loop_decision.hpp"
+#include "runtime/closed_loop.hpp"
 #include "runtime/group_exchange.hpp"
+#include "runtime/plan_instance.hpp"
+#include "runtime/trace.hpp"
 
 namespace omgs::detail {
-
-constexpr double nan_s = std::numeric_limits<double>::quiet_NaN();
 
 /// The bits of d, for agreement checks of doubles across ranks (max_min compares integers).
 inline std::uint64_t double_bits(double d) {
@@ -49,32 +51,6 @@ struct SetupState {
   bool warming = false;
 };
 
-/// Everything that depends on the plan, built whole by RuntimeImpl::build_instance() and
-/// swapped in by install_plan() in one step (plan_instance.cpp): construction, the
-/// profiler's replan and the closed loop's switch take that one path. Not movable: the
-/// exchanges refer to ctx.
-struct PlanInstance {
-  PlanInstance() = default;
-  PlanInstance(const PlanInstance&) = delete;
-  PlanInstance& operator=(const PlanInstance&) = delete;
-
-  Plan plan;
-  ExchangeContext ctx;  // what the exchanges share: selector, scratch, residual flags
-  std::vector<std::unique_ptr<GroupExchange>> exchanges;  // one per group, plan order
-  std::unique_ptr<ProgressEngine> engine;                 // posts what the exchanges describe
-  // Per group, per iteration (runtime.cpp); timestamps are now_s() seconds.
-  std::vector<std::size_t> remaining;  // layers of the group not yet ready
-  std::vector<char> group_done;        // finish() has dealt with group g in this iteration
-  std::vector<double> topk_start_s, topk_end_s, agg_start_s, agg_end_s;
-  Timeline measured;  // the last iteration's measured pipeline (profiler.cpp)
-
-  /// Every group waits for all of its layers again.
-  void reset_remaining();
-  /// Moves every group's residual that lives in resid_alt back to resid, before another
-  /// plan groups the layers differently. Allocates nothing.
-  void gather_residual();
-};
-
 /// One iteration, from the first ready() to the end of finish() (runtime.cpp).
 struct IterationState {
   std::vector<char> is_ready;
@@ -87,95 +63,38 @@ struct IterationState {
   Diagnosis diagnosis;
 };
 
-/// Measured backward times (profiler.cpp). Timestamps are now_s() seconds, all allocated
-/// at construction.
-struct ProfileState {
-  bool profiling = false;  // still measuring: the plan in use is layer-wise
-  int profiled = 0;
-  std::vector<double> bwd_sum;  // per layer, over the profiled iterations where it was measured
-  std::vector<int> bwd_count;
-  std::size_t estimated_layer = 0;  // finish_timeline(): the layer whose time was estimated (or L)
-  double begin_s = nan_s;           // begin_backward()
-  double last_return_s = nan_s;     // when the previous ready() (or begin_backward) returned
-  std::vector<double> layer_ready_s, layer_bwd_s;  // per layer: ready() entry, its compute
-};
+class RuntimeImpl;
 
-/// The closed loop (insitu.cpp, refit.cpp): the measured timelines of the iterations since
-/// the last refit, in slots allocated at construction (capacity L groups each), so that
-/// recording them never allocates.
-struct LoopState {
-  std::vector<Timeline> window;     // refit_iterations slots
-  std::vector<double> window_wait;  // per slot: finish()'s wait
-  std::vector<double> window_bwd;   // per slot, L each: the layers' backward times (NaN: unknown)
-  std::vector<double> window_iter;  // per slot: the iteration's time (IterationStats::iteration_s)
-  std::size_t filled = 0;           // slots holding an iteration that finished ok
-  std::size_t since_refit = 0;      // iterations finished since (the same on every rank)
-  int replans = 0;
-  bool settled = false;
-  bool explored = false;  // a switch on a predicted tie was tried
-  // After a switch (last_refit.switched), the plan it replaced, which may come back; its
-  // window's agreed iteration time is last_refit.measured_iteration_s.
-  Plan before;
-  bool window_open = false;  // measuring (after profiling, if any)
-  std::uint32_t model_generation = 0, plan_generation = 0;
-  RefitReport last_refit;
-};
-
-/// Gives every NaN entry of t the time per element of the others (0 if none is known).
-void fill_by_rate(const std::vector<LayerSpec>& layers, std::vector<double>& t);
-
-enum class TraceKind : std::uint8_t {
-  backward,
-  sparsify,
-  queue,
-  allgather,
-  aggregate,
-  wait,
-  refit,   // the closed loop refitted the model (kept the plan)
-  replan,  // ... and switched plans
-};
-
-/// The Chrome trace (trace.cpp): a fixed buffer of events, written at the end.
-class TraceRecorder {
+/// RuntimeImpl as its closed loop's host (loop_host.cpp).
+class RuntimeHost final : public LoopHost {
  public:
-  /// Starts recording into `max_events` slots; the destructor of the runtime writes `path`.
-  void start(std::string path, std::size_t max_events);
-  void record(TraceKind kind, std::uint64_t iteration, int group, double t0, double t1) noexcept {
-    if (events_.empty()) return;
-    if (count_ == events_.size()) {
-      ++dropped_;
-      return;
-    }
-    events_[count_++] = {t0, t1, iteration, group, kind};
-  }
-  const std::string& path() const noexcept { return path_; }
-  void write(const std::string& path, int rank, int size, std::size_t groups) const;
+  explicit RuntimeHost(RuntimeImpl& r) : r_(r) {}
+  MPI_Comm comm() const override;
+  const std::vector<LayerSpec>& layers() const override;
+  const PerfModel& model() const override;
+  void set_planning_inputs(std::vector<LayerSpec> layers,
+                           std::unique_ptr<PerfModel> model) override;
+  PlanConfig plan_config() const override;
+  Plan plan_for(Planner planner, const std::vector<LayerSpec>& layers,
+                const PerfModel& model) const override;
+  double wire_pair_bytes() const override;
+  PlanInstance& instance() override;
+  void install_plan(Plan next) override;
+  void record(TraceKind kind, int group, double t0, double t1) noexcept override;
+  void set_error(std::string message) noexcept override;
 
  private:
-  struct Event {
-    double t0_s = 0, t1_s = 0;  // now_s()
-    std::uint64_t iteration = 0;
-    std::int32_t group = -1;
-    TraceKind kind = TraceKind::backward;
-  };
-  std::string path_;
-  std::vector<Event> events_;
-  std::size_t count_ = 0;
-  std::uint64_t dropped_ = 0;
-  double origin_s_ = 0.0;
+  RuntimeImpl& r_;
 };
 
-/// The trace file of `rank`: "%r" -> rank; without it ranks > 0 insert ".<rank>" before
-/// the extension.
-std::string trace_file(const std::string& path, int rank, int size);
-
-class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
+class RuntimeImpl : SetupState, IterationState {
  public:
   RuntimeImpl(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions options);
   ~RuntimeImpl();
 
  private:
   friend class omgs::Runtime;
+  friend class RuntimeHost;
 
   // setup.cpp: validation, environment, agreement, model choice.
   std::string check_local_input(std::string& trace_path);
@@ -218,6 +137,7 @@ class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
   const Plan& plan() const { return instance_->plan; }
   // runtime.cpp: the iteration.
   Status ready(std::size_t l) noexcept;
+  Status ready(std::size_t l, const ConstGradientView& grad) noexcept;
   void sparsify(std::size_t g);
   /// Group g's prepare interval: topk_start_s/topk_end_s and the iteration's sparsify_s /
   /// sparsify_cpu_s. The thread CPU clock (a system call, ~1.4 us) is read outside the wall
@@ -244,24 +164,6 @@ class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
   IterationStats timed_out(std::size_t g);
   void complete_group(std::size_t g, WaitStatus w);
   void close_iteration(double finish_start);
-  // profiler.cpp: measured backward times, the measured timeline, the replan.
-  void finish_timeline() noexcept;
-  void accumulate_profile(IterationStats& st) noexcept;
-  void accumulate_backward() noexcept;
-  void replan() noexcept;
-  std::vector<LayerSpec> agreed_backward_times() const;
-  // insitu.cpp: the closed loop's measurements; refit.cpp: its refit and replan.
-  void start_loop();
-  void record_insitu(IterationStats& st) noexcept;
-  void reset_window() noexcept;
-  void refit() noexcept;
-  LoopInputs loop_inputs(const RefitReport& rep, bool candidate_differs) const;
-  std::vector<double> measured_ends() const;
-  std::vector<double> agreed_fit(const std::vector<double>& prior,
-                                 std::vector<LayerSpec>& next_layers, RefitReport& rep);
-  std::vector<double> backward_medians() const;
-  void switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
-                   RefitReport& rep);
   void record(TraceKind kind, int group, double t0, double t1) noexcept {
     trace_.record(kind, iterations, group, t0, t1);
   }
@@ -284,6 +186,8 @@ class RuntimeImpl : SetupState, IterationState, ProfileState, LoopState {
   Kokkos::View<std::size_t*, DeviceMemory> layer_offset_dev;
   std::unique_ptr<PlanInstance> instance_;  // the plan in force and what depends on it
   TraceRecorder trace_;
+  RuntimeHost host_{*this};
+  ClosedLoop loop_{host_};  // the profiler, the in-situ record, the refit and replan
 };
 
 }  // namespace omgs::detail

@@ -103,7 +103,7 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
     check_sizes(first);  // before the flat buffers: their size is checked there
     allocate_layers();
     allocate_prep();
-    start_loop();
+    loop_.start(options, layers.size(), measuring);
   } catch (const Error& e) {
     err = e.what();
   }
@@ -205,8 +205,7 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
 /// While profiling every layer is its own group: training proceeds, and ready() spacing
 /// measures each layer's backward time.
 Plan RuntimeImpl::initial_plan() {
-  profiling = measuring;
-  return make_plan(profiling ? Planner::layerwise : options.planner, layers, *model, plan_config());
+  return make_plan(measuring ? Planner::layerwise : options.planner, layers, *model, plan_config());
 }
 
 void RuntimeImpl::check_agreement() {

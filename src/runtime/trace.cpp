@@ -127,12 +127,12 @@ void RuntimeImpl::write_svg(const std::string& path) const {
 namespace omgs {
 
 void Runtime::write_trace(const std::string& path) const {
-  const auto& s = *impl_;
+  const detail::RuntimeImpl& r = *impl_;
   if (!path.empty()) {
-    s.trace_.write(detail::trace_file(path, s.rank, s.size), s.rank, s.size,
-                   s.plan().groups.size());
-  } else if (!s.trace_.path().empty()) {
-    s.trace_.write(s.trace_.path(), s.rank, s.size, s.plan().groups.size());
+    r.trace_.write(detail::trace_file(path, r.rank, r.size), r.rank, r.size,
+                   r.plan().groups.size());
+  } else if (!r.trace_.path().empty()) {
+    r.trace_.write(r.trace_.path(), r.rank, r.size, r.plan().groups.size());
   } else {
     throw Error("omgs::Runtime::write_trace: no path given and options.trace_path is empty");
   }

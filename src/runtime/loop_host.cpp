@@ -1,0 +1,55 @@
+// RuntimeImpl as the closed loop's host (closed_loop.hpp's LoopHost): the narrow interface
+// through which the profiler and the refit read the planning inputs in force, replace them,
+// and ask for a new plan instance (install_plan, plan_instance.cpp).
+#include "runtime/runtime_impl.hpp"
+
+namespace omgs::detail {
+
+MPI_Comm RuntimeHost::comm() const {
+  return r_.comm;
+}
+
+const std::vector<LayerSpec>& RuntimeHost::layers() const {
+  return r_.layers;
+}
+
+const PerfModel& RuntimeHost::model() const {
+  return *r_.model;
+}
+
+void RuntimeHost::set_planning_inputs(std::vector<LayerSpec> layers,
+                                      std::unique_ptr<PerfModel> model) {
+  r_.layers = std::move(layers);
+  if (model) r_.model = std::move(model);
+}
+
+PlanConfig RuntimeHost::plan_config() const {
+  return r_.plan_config();
+}
+
+Plan RuntimeHost::plan_for(Planner planner, const std::vector<LayerSpec>& layers,
+                           const PerfModel& model) const {
+  return r_.with_sparse_exchange(make_plan(planner, layers, model, r_.plan_config()));
+}
+
+double RuntimeHost::wire_pair_bytes() const {
+  return r_.wire_pair_bytes();
+}
+
+PlanInstance& RuntimeHost::instance() {
+  return *r_.instance_;
+}
+
+void RuntimeHost::install_plan(Plan next) {
+  r_.install_plan(std::move(next));
+}
+
+void RuntimeHost::record(TraceKind kind, int group, double t0, double t1) noexcept {
+  r_.record(kind, group, t0, t1);
+}
+
+void RuntimeHost::set_error(std::string message) noexcept {
+  r_.last_error = std::move(message);
+}
+
+}  // namespace omgs::detail
