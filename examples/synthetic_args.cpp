@@ -26,13 +26,15 @@ constexpr const char* usage_text =
     "  --density D         fraction of each group's entries sent (default 0.001)\n"
     "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal,\n"
     "                      mgs_mixed,dense,mixed (sparse or dense per group),automatic\n"
-    "                      (default layerwise,single,mgs,optimal); NAME+loop runs it\n"
-    "                      closed-loop: refit and replan on the run (docs/planner.md)\n"
+    "                      (default layerwise,single,mgs,optimal,mgs+loop); NAME+loop\n"
+    "                      runs it closed-loop: refit and replan on the run\n"
+    "                      (docs/planner.md); mgs+loop is the runtime's default\n"
     "  --sparse-exchange E allgather (default), allreduce (the sparse allreduce: the\n"
     "                      global top-k of the summed pairs) or automatic (as the plan\n"
     "                      says per group): how omgs exchanges the sparse groups\n"
-    "  --refit N           closed-loop window in iterations (default 5); the loop settles\n"
-    "                      within 3 windows, which are added to its warm-up\n"
+    "  --refit N           closed-loop window in iterations (default the runtime's, 5);\n"
+    "                      the loop settles within 3 windows, which are added to its\n"
+    "                      warm-up (run_mean_s counts them)\n"
     "  --save-fitted FILE  rank 0 writes the last closed-loop run's fitted model (for --perf)\n"
     "  --no-dense          skip the dense MPI_Iallreduce baselines\n"
     "  --bucket-mb MB      dense-bucket's bucket size in MB of floats (default 25)\n"
@@ -82,6 +84,7 @@ bool closed_loop(const std::string& method) {
 
 Args parse_args(int argc, char** argv, int rank) {
   Args a;
+  a.refit = omgs::RuntimeOptions().refit_iterations;
   for (int i = 1; i < argc; ++i) {
     const std::string opt = argv[i];
     if (opt == "-h" || opt == "--help") {

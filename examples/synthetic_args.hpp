@@ -14,13 +14,14 @@ struct Args {
   int warmup = 2;
   double density = 0.001;
   std::string sparse_exchange = "allgather";  // RuntimeOptions::sparse_exchange
-  std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal"};
+  /// The fixed planners (open loop) and the runtime's default: mgs closed-loop.
+  std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal", "mgs+loop"};
   bool dense = true;
   double bucket_mb = 25.0;
   std::string perf = "calibrate";
   int calibrations = 3;
   std::string save_perf;
-  int refit = 5;
+  int refit = 0;  ///< the closed loop's window; parse_args starts from RuntimeOptions's
   std::string save_fitted;
   double backward_scale = 1.0;
   double numel_scale = 1.0;

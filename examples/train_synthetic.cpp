@@ -63,8 +63,13 @@ struct Result {
   double sparsify_cpu_s = 0;  ///< median of the largest CPU time in it (thread CPU clock)
   double bytes_per_iter = 0;  ///< each rank sends (mean)
   double predicted_s = -1;    ///< the plan's predicted iteration (omgs methods)
+  /// Mean wall time (slowest rank) of the first warmup + iterations iterations from the
+  /// start: what a run of that length pays, the closed loop's exploration and refits
+  /// (which iteration_s leaves out) included.
+  double run_mean_s = 0;
   std::string note;
   std::vector<double> iters, waits, sparsifies, sparsify_cpus;  ///< per timed iteration
+  std::vector<double> walls;  ///< per iteration from the start, warm-up included
 
   /// Records one timed iteration; summarize() turns the records into the medians, which
   /// one stalled iteration (a TCP retransmission, a descheduled rank) does not move.
@@ -81,7 +86,20 @@ struct Result {
     sparsify_s = omgs_examples::median(sparsifies);
     sparsify_cpu_s = omgs_examples::median(sparsify_cpus);
   }
+  /// `walls` gets iteration `it`'s wall time while within the first `n` iterations.
+  void record_wall(int it, int n, double wall) {
+    if (it < n) walls.push_back(wall);
+    if (it + 1 == n) {
+      double sum = 0;
+      for (double w : walls) sum += w;
+      run_mean_s = sum / static_cast<double>(walls.size());
+    }
+  }
 };
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 double max_over_ranks(MPI_Comm comm, double v) {
   double m = 0;
@@ -132,7 +150,10 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   opt.planner = omgs::parse_planner(loop ? planner.substr(0, planner.size() - 5) : planner);
   opt.perf_model = perf;
   opt.sparse_exchange = omgs::parse_sparse_exchange(args.sparse_exchange);
-  opt.refit_iterations = loop ? args.refit : 0;
+  const omgs::RuntimeOptions defaults;
+  const bool is_default =
+      loop && opt.planner == defaults.planner && args.refit == defaults.refit_iterations;
+  opt.refit_iterations = loop ? args.refit : 0;  // the fixed planners: open loop
   const int warmup = args.warmup + (loop ? args.refit * (opt.max_replans + 1) : 0);
   if (!args.trace.empty()) opt.trace_path = args.trace + "." + planner + ".%r.json";
   omgs::Runtime rt(MPI_COMM_WORLD, layers, opt);
@@ -140,10 +161,14 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   r.method = planner;
   r.groups = rt.plan().groups.size();
   r.predicted_s = rt.plan().predicted.iteration_end_s;
+  if (loop)
+    r.note = "closed loop, window " + std::to_string(args.refit) + (is_default ? " (default)" : "");
   if (rt.plan().dense_groups() > 0)
-    r.note = "dense groups: " + std::string(omgs::to_string(rt.calibration().dense_allreduce.form));
+    r.note += std::string(r.note.empty() ? "" : "; ") + "dense groups: " +
+              std::string(omgs::to_string(rt.calibration().dense_allreduce.form));
   const std::size_t L = layers.size();
   for (int it = 0; it < warmup + args.iterations; ++it) {
+    const auto t0 = std::chrono::steady_clock::now();
     rt.begin_backward();
     for (std::size_t l = L; l-- > 0;) {
       emulate_layer(rt.gradient(l), seed_of(rank, it, l), reps[l]);
@@ -153,6 +178,8 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     }
     const omgs::IterationStats st = rt.finish();
     if (st.status != omgs::Status::ok) fail_iteration(st.status, rt.last_error(), planner, it);
+    r.record_wall(it, args.warmup + args.iterations,
+                  max_over_ranks(MPI_COMM_WORLD, seconds_since(t0)));
     const double iter = max_over_ranks(MPI_COMM_WORLD, st.iteration_s);
     const double wait = max_over_ranks(MPI_COMM_WORLD, st.finish_wait_s);
     const double sparsify = max_over_ranks(MPI_COMM_WORLD, st.sparsify_s);
@@ -207,6 +234,7 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   r.note = ex.variant().describe();
   if (bucket_mb > 0) r.note += ", " + bytes_text(bucket_mb * 1e6) + " buckets";
   for (int it = 0; it < args.warmup + args.iterations; ++it) {
+    const auto t0 = std::chrono::steady_clock::now();
     const omgs_examples::DenseIteration d =
         ex.iterate([&](std::size_t l, const omgs::GradientView& slot) {
           emulate_layer(slot, seed_of(rank, it, l), reps[l]);
@@ -216,6 +244,8 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
       MPI_Finalize();
       std::_Exit(0);
     }
+    r.record_wall(it, args.warmup + args.iterations,
+                  max_over_ranks(MPI_COMM_WORLD, seconds_since(t0)));
     const double iter = max_over_ranks(MPI_COMM_WORLD, d.iteration_s);
     const double wait = max_over_ranks(MPI_COMM_WORLD, d.wait_s);
     const bool timed = it >= args.warmup;
@@ -291,18 +321,23 @@ bool dense_results_agree(const std::vector<float>& bucketed, const std::vector<f
 
 void print_table(const Args& args, const std::vector<Result>& results) {
   const double dense = args.dense ? results[0].iteration_s : 0;
-  std::printf("\n%d timed iterations each (after %d warm-up), slowest rank, medians:\n",
-              args.iterations, args.warmup);
   std::printf(
-      "  method        groups  iteration_s  not_hidden_comm_s  sparsify_s  sparsify_cpu_s  "
-      "sent/rank/iter  predicted_s  speedup_vs_dense  allreduce\n");
+      "\n%d timed iterations each (after %d warm-up; NAME+loop: after %d more, its refit\n"
+      "windows), slowest rank, medians; run_mean_s: the mean of the first %d iterations\n"
+      "from the start (warm-up, the loop's exploration and refits included):\n",
+      args.iterations, args.warmup, args.refit * (omgs::RuntimeOptions().max_replans + 1),
+      args.warmup + args.iterations);
+  std::printf(
+      "  method        groups  iteration_s  run_mean_s  not_hidden_comm_s  sparsify_s  "
+      "sparsify_cpu_s  "
+      "sent/rank/iter  predicted_s  speedup_vs_dense  notes\n");
   for (const Result& r : results) {
     char pred[16] = "-", speed[16] = "-";
     if (r.predicted_s >= 0) std::snprintf(pred, sizeof pred, "%.4f", r.predicted_s);
     if (dense > 0) std::snprintf(speed, sizeof speed, "%.2f", dense / r.iteration_s);
-    std::printf("  %-12s  %6zu  %11.4f  %17.4f  %10.4f  %14.4f  %14s  %11s  %16s  %s\n",
-                r.method.c_str(), r.groups, r.iteration_s, r.not_hidden_s, r.sparsify_s,
-                r.sparsify_cpu_s, bytes_text(r.bytes_per_iter).c_str(), pred, speed,
+    std::printf("  %-12s  %6zu  %11.4f  %10.4f  %17.4f  %10.4f  %14.4f  %14s  %11s  %16s  %s\n",
+                r.method.c_str(), r.groups, r.iteration_s, r.run_mean_s, r.not_hidden_s,
+                r.sparsify_s, r.sparsify_cpu_s, bytes_text(r.bytes_per_iter).c_str(), pred, speed,
                 r.note.empty() ? "-" : r.note.c_str());
   }
 }

@@ -78,7 +78,7 @@ typedef struct omgs_options {
    * switches when predicted to gain at least replan_min_gain (a fraction of the current
    * plan's predicted time), at most max_replans times. OMGS_REFIT_ITERATIONS,
    * OMGS_MAX_REPLANS and OMGS_REPLAN_MIN_GAIN win. */
-  int refit_iterations;   /* >= 0; default 0: off */
+  int refit_iterations;   /* >= 0; default 5; 0: off */
   int max_replans;        /* >= 0; default 2 */
   double replan_min_gain; /* finite, >= 0; default 0.05 */
   /* How the sparse groups are exchanged: "allgather" (default), "allreduce" (the sparse

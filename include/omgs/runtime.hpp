@@ -107,9 +107,12 @@ struct RuntimeOptions {
   /// sparsify, allgather), agree on it across ranks (the maximum of each coefficient),
   /// replan with `planner`, and switch plans when the predicted gain is at least
   /// `replan_min_gain` of the current plan's predicted time. It settles (stops refitting)
-  /// after a refit that keeps the plan, or after `max_replans` switches. 0 disables it.
+  /// after a refit that keeps the plan, or after `max_replans` switches. On by default:
+  /// its cost is bounded (at most max_replans + 1 windows, one of them possibly on a slower
+  /// plan, and as many refits), while a plan the model mispredicts costs every iteration
+  /// (docs/planner.md, "The closed loop by default"). 0 disables it.
   /// OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS and OMGS_REPLAN_MIN_GAIN win.
-  int refit_iterations = 0;
+  int refit_iterations = 5;
   int max_replans = 2;
   double replan_min_gain = 0.05;
 

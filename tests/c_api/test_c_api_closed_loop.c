@@ -81,7 +81,7 @@ static void check_bad_options(void) {
   omgs_options opt;
   omgs_runtime* rt = NULL;
   omgs_options_init(&opt);
-  EXPECT(opt.refit_iterations == 0 && opt.max_replans == 2 && opt.replan_min_gain == 0.05);
+  EXPECT(opt.refit_iterations == 5 && opt.max_replans == 2 && opt.replan_min_gain == 0.05);
   opt.perf_model = "reference";
   opt.refit_iterations = rank == 0 ? -1 : 3;
   EXPECT(omgs_create(MPI_COMM_WORLD, layers, kLayers, &opt, &rt) == OMGS_ERROR_SETUP && !rt);

@@ -225,6 +225,35 @@ TEST_CASE("closed loop: OMGS_REFIT_ITERATIONS turns it on", "[runtime][closed-lo
   CHECK(rt.last_stats().model_generation == 1);
 }
 
+TEST_CASE("closed loop: on by default (window 5); refit_iterations = 0 or the variable at 0 off",
+          "[runtime][closed-loop]") {
+  omgs::RuntimeOptions opt;
+  CHECK(opt.refit_iterations == 5);
+  CHECK(opt.max_replans == 2);
+  opt.perf_model = "reference";
+  std::mt19937 rng(6);
+  {
+    omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+    for (int it = 0; it < 4; ++it) CHECK_FALSE(run_iteration(rt, rng).refitted);
+    CHECK(run_iteration(rt, rng).refitted);  // the end of the default's first window
+    CHECK(rt.last_stats().model_generation == 1);
+  }
+  auto stays_open = [&](const omgs::RuntimeOptions& o) {
+    omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), o);
+    int refits = 0;
+    for (int it = 0; it < 11; ++it) refits += run_iteration(rt, rng).refitted;
+    CHECK(refits == 0);
+    CHECK(rt.last_stats().model_generation == 0);
+    CHECK(rt.last_stats().plan_generation == 0);
+  };
+  omgs::RuntimeOptions off = opt;
+  off.refit_iterations = 0;
+  stays_open(off);
+  setenv("OMGS_REFIT_ITERATIONS", "0", 1);  // wins over the default
+  stays_open(opt);
+  unsetenv("OMGS_REFIT_ITERATIONS");
+}
+
 TEST_CASE("closed loop options: bad values fail every rank with their name",
           "[runtime][closed-loop]") {
   omgs::RuntimeOptions opt;
