@@ -14,6 +14,8 @@ struct Args {
   int warmup = 2;
   double density = 0.001;
   std::string sparse_exchange = "allgather";  // RuntimeOptions::sparse_exchange
+  std::vector<std::string> pair_wires;  // RuntimeOptions::pair_wire per row; empty: the default
+  int rounds = 1;                       // each planner's rows (every wire) this many times
   std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal"};
   bool dense = true;
   double bucket_mb = 25.0;
