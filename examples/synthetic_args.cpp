@@ -32,6 +32,12 @@ constexpr const char* usage_text =
     "  --sparse-exchange E allgather (default), allreduce (the sparse allreduce: the\n"
     "                      global top-k of the summed pairs) or automatic (as the plan\n"
     "                      says per group): how omgs exchanges the sparse groups\n"
+    "  --pair-wire LIST    comma-separated pair wires of the allgather groups (pairs8,\n"
+    "                      fp32, bf16, fp16): each planner runs once per wire, and the\n"
+    "                      table is followed by each wire's bytes and time against the\n"
+    "                      first's (default: the runtime's, OMGS_PAIR_WIRE or pairs8)\n"
+    "  --rounds N          run each planner's wires N times in turn (default 1): the\n"
+    "                      comparison gives min / median / max over the rounds\n"
     "  --refit N           closed-loop window in iterations (default the runtime's, 5);\n"
     "                      the loop settles within 3 windows, which are added to its\n"
     "                      warm-up (run_mean_s counts them)\n"
@@ -122,6 +128,19 @@ Args parse_args(int argc, char** argv, int rank) {
       } catch (const omgs::Error& e) {
         usage_error(rank, std::string("--sparse-exchange: ") + e.what());
       }
+    } else if (opt == "--pair-wire") {
+      a.pair_wires.clear();
+      std::stringstream ss(value());
+      for (std::string w; std::getline(ss, w, ',');) {
+        try {
+          (void)omgs::parse_pair_wire(w);
+        } catch (const omgs::Error& e) {
+          usage_error(rank, std::string("--pair-wire: ") + e.what());
+        }
+        a.pair_wires.push_back(w);
+      }
+    } else if (opt == "--rounds") {
+      a.rounds = static_cast<int>(number(rank, opt, value(), 1, 1000));
     } else if (opt == "--no-dense") {
       a.dense = false;
     } else if (opt == "--bucket-mb") {
@@ -155,6 +174,9 @@ Args parse_args(int argc, char** argv, int rank) {
     }
   }
   if (a.planners.empty() && !a.dense) usage_error(rank, "nothing to run");
+  // OMGS_PAIR_WIRE wins over RuntimeOptions::pair_wire: the rows would be mislabelled.
+  if (!a.pair_wires.empty() && std::getenv("OMGS_PAIR_WIRE") != nullptr)
+    usage_error(rank, "--pair-wire and OMGS_PAIR_WIRE are both set (the variable would win)");
   return a;
 }
 

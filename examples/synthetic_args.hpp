@@ -14,7 +14,9 @@ struct Args {
   int warmup = 2;
   double density = 0.001;
   std::string sparse_exchange = "allgather";  // RuntimeOptions::sparse_exchange
-  /// The fixed planners (open loop) and the runtime's default: mgs closed-loop.
+  std::vector<std::string> pair_wires;  // RuntimeOptions::pair_wire per row; empty: the default
+  int rounds = 1;                       // each planner's rows (every wire) this many times
+                   /// The fixed planners (open loop) and the runtime's default: mgs closed-loop.
   std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal", "mgs+loop"};
   bool dense = true;
   double bucket_mb = 25.0;

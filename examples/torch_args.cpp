@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include <omgs/error.hpp>
+#include <omgs/runtime.hpp>
 
 namespace omgs_train_torch {
 
@@ -33,6 +34,9 @@ constexpr const char* usage_text =
     "  --warmup-density D0  the warm-up's first density (default 0.25)\n"
     "  --clip C          sparse run: each rank clips each layer's gradient to an L2 norm of\n"
     "                    C / sqrt(P) (DGC's local clipping; default 0: off)\n"
+    "  --pair-wire W     sparse run: the allgather's pair wire, pairs8 (8-byte pairs), fp32,\n"
+    "                    bf16 or fp16 (the compact pair format; docs/api.md) (default: the\n"
+    "                    runtime's, pairs8 unless OMGS_PAIR_WIRE says otherwise)\n"
     "  --data-dir DIR    IDX files, gzip'd or not (default /usr/share/datasets/fashion-mnist)\n"
     "  --max-batches N   at most N batches per epoch, 0: all (default 0)\n"
     "  --tolerance T     allowed accuracy loss of sparse, in percentage points (default 1)\n"
@@ -104,10 +108,20 @@ int parse_args(int argc, char** argv, int rank, int size, Args& a) {
       } catch (const omgs::Error& e) {
         return fail(std::string("--planner: ") + e.what());
       }
+    } else if (o == "--pair-wire") {
+      try {
+        (void)omgs::parse_pair_wire(t);
+      } catch (const omgs::Error& e) {
+        return fail(std::string("--pair-wire: ") + e.what());
+      }
+      a.pair_wire = t;
     } else
       return fail("unknown option '" + o + "'");
     if (!ok) return fail(o + " '" + t + "' is not valid (see the range in --help)");
   }
+  // OMGS_PAIR_WIRE wins over RuntimeOptions::pair_wire: the option would be ignored.
+  if (!a.pair_wire.empty() && std::getenv("OMGS_PAIR_WIRE") != nullptr)
+    return fail("--pair-wire and OMGS_PAIR_WIRE are both set (the variable would win)");
   if (a.momentum_correction && a.momentum == 0)
     return fail("--momentum-correction needs --momentum M > 0");
   if (a.warmup_epochs > 0 && a.warmup_density < a.density)

@@ -20,6 +20,9 @@ struct Args {
   double warmup_density = 0.25, clip = 0.0;
   omgs::Planner planner = omgs::Planner::mgs;
   bool inline_progress = false;
+  /// RuntimeOptions::pair_wire by name (pairs8, fp32, bf16, fp16); empty: the runtime's
+  /// default (pairs8, or OMGS_PAIR_WIRE).
+  std::string pair_wire;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
 };
 

@@ -11,8 +11,10 @@
 // ("dense-layer"). Every plan uses one performance model, calibrated once per job
 // (repeated, medians: examples/shared_calibration.hpp). It prints one line per iteration
 // and a table (medians over the timed iterations of the slowest rank's times): iteration
-// time, communication not hidden behind the backward pass, bytes each rank sends,
-// predicted time, and which allreduce each dense row used.
+// time, communication not hidden behind the backward pass, bytes each rank sends and per
+// allgather pair, predicted time, and which allreduce each dense row used. --pair-wire
+// LIST runs each planner once per pair wire (RuntimeOptions::pair_wire), --rounds N that
+// N times in turn, and then prints each wire's bytes and time against the first wire's.
 //
 //   mpiexec -n 4 omgs-train-synthetic --model resnet50
 #include <mpi.h>
@@ -36,11 +38,14 @@
 #include "median.hpp"
 #include "shared_calibration.hpp"
 #include "synthetic_args.hpp"
+#include "synthetic_report.hpp"
 
 namespace {
 
 using omgs_synthetic::Args;
+using omgs_synthetic::bytes_text;
 using omgs_synthetic::closed_loop;
+using omgs_synthetic::Result;
 using Exec = omgs::ExecSpace;
 using Mem = omgs::DeviceMemory;
 using omgs_examples::allreduce_or_abort;
@@ -53,49 +58,6 @@ using omgs_train::seed_of;
 // ---------------------------------------------------------------------------------------
 // Methods
 // ---------------------------------------------------------------------------------------
-
-struct Result {
-  std::string method;
-  std::size_t groups = 0;
-  double iteration_s = 0;     ///< median over timed iterations of the slowest rank's time
-  double not_hidden_s = 0;    ///< median of the slowest rank's wait for communication
-  double sparsify_s = 0;      ///< median of the slowest rank's top-k time
-  double sparsify_cpu_s = 0;  ///< median of the largest CPU time in it (thread CPU clock)
-  double bytes_per_iter = 0;  ///< each rank sends (mean)
-  double predicted_s = -1;    ///< the plan's predicted iteration (omgs methods)
-  /// Mean wall time (slowest rank) of the first warmup + iterations iterations from the
-  /// start: what a run of that length pays, the closed loop's exploration and refits
-  /// (which iteration_s leaves out) included.
-  double run_mean_s = 0;
-  std::string note;
-  std::vector<double> iters, waits, sparsifies, sparsify_cpus;  ///< per timed iteration
-  std::vector<double> walls;  ///< per iteration from the start, warm-up included
-
-  /// Records one timed iteration; summarize() turns the records into the medians, which
-  /// one stalled iteration (a TCP retransmission, a descheduled rank) does not move.
-  void record(double iter, double wait, double sparsify, double sparsify_cpu) {
-    iters.push_back(iter);
-    waits.push_back(wait);
-    sparsifies.push_back(sparsify);
-    sparsify_cpus.push_back(sparsify_cpu);
-  }
-  void summarize() {
-    if (iters.empty()) return;
-    iteration_s = omgs_examples::median(iters);
-    not_hidden_s = omgs_examples::median(waits);
-    sparsify_s = omgs_examples::median(sparsifies);
-    sparsify_cpu_s = omgs_examples::median(sparsify_cpus);
-  }
-  /// `walls` gets iteration `it`'s wall time while within the first `n` iterations.
-  void record_wall(int it, int n, double wall) {
-    if (it < n) walls.push_back(wall);
-    if (it + 1 == n) {
-      double sum = 0;
-      for (double w : walls) sum += w;
-      run_mean_s = sum / static_cast<double>(walls.size());
-    }
-  }
-};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -140,10 +102,27 @@ void print_points(const std::string& planner, const omgs::RefitReport& r) {
   std::printf("%s\n", r.group_numel.size() > 12 ? " ..." : "");
 }
 
+/// One omgs row: a planner, a pair wire of --pair-wire (empty: the runtime's own) and a round.
+struct Method {
+  std::string planner, wire;
+  int round = 0;
+
+  /// The row's label, planner[/wire][#round]; `sep` joins the parts (file names use '.').
+  std::string label(const Args& args, const std::string& sep = "/") const {
+    std::string s = planner;
+    if (!wire.empty()) s += sep + wire;
+    if (args.rounds > 1) s += (sep == "/" ? "#" : sep + "r") + std::to_string(round + 1);
+    return s;
+  }
+};
+
 Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
-                const std::vector<int>& reps, const std::string& planner, const std::string& perf,
+                const std::vector<int>& reps, const Method& m, const std::string& perf,
                 omgs::DenseAllreduce dense_form, int rank) {
+  const std::string& planner = m.planner;
+  const std::string name = m.label(args);  // the row and the per-iteration lines
   omgs::RuntimeOptions opt;
+  if (!m.wire.empty()) opt.pair_wire = omgs::parse_pair_wire(m.wire);
   opt.dense_allreduce = dense_form;
   opt.density = args.density;
   const bool loop = closed_loop(planner);
@@ -155,10 +134,13 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
       loop && opt.planner == defaults.planner && args.refit == defaults.refit_iterations;
   opt.refit_iterations = loop ? args.refit : 0;  // the fixed planners: open loop
   const int warmup = args.warmup + (loop ? args.refit * (opt.max_replans + 1) : 0);
-  if (!args.trace.empty()) opt.trace_path = args.trace + "." + planner + ".%r.json";
+  if (!args.trace.empty()) opt.trace_path = args.trace + "." + m.label(args, ".") + ".%r.json";
   omgs::Runtime rt(MPI_COMM_WORLD, layers, opt);
   Result r;
-  r.method = planner;
+  r.method = name;
+  r.planner = planner;
+  r.wire = m.wire;
+  r.round = m.round;
   r.groups = rt.plan().groups.size();
   r.predicted_s = rt.plan().predicted.iteration_end_s;
   if (loop)
@@ -174,10 +156,10 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
       emulate_layer(rt.gradient(l), seed_of(rank, it, l), reps[l]);
       Exec().fence();  // the gradient exists before omgs is told
       const omgs::Status s = rt.ready(l);
-      if (s != omgs::Status::ok) fail_iteration(s, rt.last_error(), planner, it);
+      if (s != omgs::Status::ok) fail_iteration(s, rt.last_error(), name, it);
     }
     const omgs::IterationStats st = rt.finish();
-    if (st.status != omgs::Status::ok) fail_iteration(st.status, rt.last_error(), planner, it);
+    if (st.status != omgs::Status::ok) fail_iteration(st.status, rt.last_error(), name, it);
     r.record_wall(it, args.warmup + args.iterations,
                   max_over_ranks(MPI_COMM_WORLD, seconds_since(t0)));
     const double iter = max_over_ranks(MPI_COMM_WORLD, st.iteration_s);
@@ -188,35 +170,26 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     if (timed) {
       r.record(iter, wait, sparsify, sparsify_cpu);
       r.bytes_per_iter += static_cast<double>(st.bytes_sent) / args.iterations;
+      r.pairs += static_cast<double>(st.pairs_sent);
+      r.pair_bytes += static_cast<double>(st.pairs_sent) * st.bytes_per_pair;
     }
     if (!args.quiet && rank == 0)
       std::printf(
           "[%-9s] %s %3d/%d: %.4f s  (sparsify %.4f s, cpu %.4f s, waited %.4f s), %zu groups\n",
-          planner.c_str(), timed ? "iteration" : "warm-up  ", timed ? it - warmup + 1 : it + 1,
+          name.c_str(), timed ? "iteration" : "warm-up  ", timed ? it - warmup + 1 : it + 1,
           timed ? args.iterations : warmup, iter, sparsify, sparsify_cpu, wait,
           rt.plan().groups.size());
-    if (st.refitted && !args.quiet && rank == 0) print_refit(planner, rt.last_refit());
-    if (st.refitted && !args.quiet && rank == 0) print_points(planner, rt.last_refit());
+    if (st.refitted && !args.quiet && rank == 0) print_refit(name, rt.last_refit());
+    if (st.refitted && !args.quiet && rank == 0) print_points(name, rt.last_refit());
   }
   if (loop) {  // settled: the plan and prediction in force
     r.groups = rt.plan().groups.size();
     r.predicted_s = rt.plan().predicted.iteration_end_s;
     if (!args.save_fitted.empty() && rank == 0) rt.save_perf_model(args.save_fitted);
   }
-  if (!args.svg.empty() && rank == 0) rt.write_svg(args.svg + "." + planner + ".svg");
+  if (!args.svg.empty() && rank == 0) rt.write_svg(args.svg + "." + m.label(args, ".") + ".svg");
   r.summarize();
   return r;
-}
-
-std::string bytes_text(double b) {
-  char buf[32];
-  if (b >= 1e9)
-    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
-  else if (b >= 1e6)
-    std::snprintf(buf, sizeof buf, "%.2f MB", b / 1e6);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
-  return buf;
 }
 
 /// A dense run (bucketed, or per layer when bucket_mb == 0); `averaged` gets the last
@@ -319,29 +292,6 @@ bool dense_results_agree(const std::vector<float>& bucketed, const std::vector<f
   return ok;
 }
 
-void print_table(const Args& args, const std::vector<Result>& results) {
-  const double dense = args.dense ? results[0].iteration_s : 0;
-  std::printf(
-      "\n%d timed iterations each (after %d warm-up; NAME+loop: after %d more, its refit\n"
-      "windows), slowest rank, medians; run_mean_s: the mean of the first %d iterations\n"
-      "from the start (warm-up, the loop's exploration and refits included):\n",
-      args.iterations, args.warmup, args.refit * (omgs::RuntimeOptions().max_replans + 1),
-      args.warmup + args.iterations);
-  std::printf(
-      "  method        groups  iteration_s  run_mean_s  not_hidden_comm_s  sparsify_s  "
-      "sparsify_cpu_s  "
-      "sent/rank/iter  predicted_s  speedup_vs_dense  notes\n");
-  for (const Result& r : results) {
-    char pred[16] = "-", speed[16] = "-";
-    if (r.predicted_s >= 0) std::snprintf(pred, sizeof pred, "%.4f", r.predicted_s);
-    if (dense > 0) std::snprintf(speed, sizeof speed, "%.2f", dense / r.iteration_s);
-    std::printf("  %-12s  %6zu  %11.4f  %10.4f  %17.4f  %10.4f  %14.4f  %14s  %11s  %16s  %s\n",
-                r.method.c_str(), r.groups, r.iteration_s, r.run_mean_s, r.not_hidden_s,
-                r.sparsify_s, r.sparsify_cpu_s, bytes_text(r.bytes_per_iter).c_str(), pred, speed,
-                r.note.empty() ? "-" : r.note.c_str());
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -390,10 +340,20 @@ int main(int argc, char** argv) {
       results.push_back(run_dense(args, layers, reps, 0.0, rank, per_layer));
       dense_ok = dense_results_agree(bucketed, per_layer, rank);
     }
+    // Per planner, the rounds in turn, each running every wire: a wire's rows are beside the
+    // first wire's, alternated, so that a drift of the machine's load hits both alike.
+    const std::vector<std::string> wires =
+        args.pair_wires.empty() ? std::vector<std::string>{""} : args.pair_wires;
     for (const std::string& p : args.planners)
-      results.push_back(run_omgs(args, layers, reps, p, perf, dense_form, rank));
+      for (int round = 0; round < args.rounds; ++round)
+        for (const std::string& w : wires)
+          results.push_back(run_omgs(args, layers, reps, {p, w, round}, perf, dense_form, rank));
     if (temp) omgs_examples::remove_job_model(MPI_COMM_WORLD, perf);
-    if (rank == 0) print_table(args, results);
+    if (rank == 0)
+      omgs_synthetic::print_table(args.iterations, args.warmup,
+                                  args.refit * (omgs::RuntimeOptions().max_replans + 1), args.dense,
+                                  results);
+    if (rank == 0) omgs_synthetic::print_wire_comparison(wires, args.rounds, results);
     if (!dense_ok) status = 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "omgs-train-synthetic (rank %d): error: %s\n", rank, e.what());

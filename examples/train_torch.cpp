@@ -171,6 +171,7 @@ struct SparseGlue {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // keep the hooks alive
   omgs::Status first_bad = omgs::Status::ok;
   double sparsify_s = 0, wait_s = 0;  // summed over the iterations
+  double bytes_per_pair = 0;          // the allgather's, last iteration (8 for pairs8)
 
   SparseGlue(omgs::Runtime& r, Net& net) : rt(r), params(net->parameters()) {
     for (std::size_t l = 0; l < params.size(); ++l) {
@@ -218,9 +219,18 @@ struct SparseGlue {
     }
     sparsify_s += st.sparsify_s;
     wait_s += st.finish_wait_s + st.aggregate_s;
+    bytes_per_pair = st.bytes_per_pair;
     return static_cast<double>(st.bytes_sent);
   }
 };
+
+/// The pair wire in force: --pair-wire, else OMGS_PAIR_WIRE (the runtime reads it), else
+/// the default.
+std::string wire_name(const Args& a) {
+  if (!a.pair_wire.empty()) return a.pair_wire;
+  const char* env = std::getenv("OMGS_PAIR_WIRE");
+  return env != nullptr ? std::string(env) + " (OMGS_PAIR_WIRE)" : "pairs8";
+}
 
 int run(const Args& a, MPI_Comm comm, int rank, int size) {
   Data d;
@@ -251,6 +261,7 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
   opt.density = a.density;
   opt.planner = a.planner;
   opt.force_inline_progress = a.inline_progress;
+  if (!a.pair_wire.empty()) opt.pair_wire = omgs::parse_pair_wire(a.pair_wire);
   // Accuracy at low density (docs/api.md): with momentum correction the velocity lives in
   // omgs and the sparse run's optimizer is plain SGD.
   opt.momentum = a.momentum_correction ? a.momentum : 0.0;
@@ -272,11 +283,11 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
     std::printf(
         "omgs-train-torch: P = %d, CNN of %llu parameters in %zu tensors, batch %d (%d/rank), "
         "%d iterations/epoch, density %g, planner %s, lr %g, momentum %g%s, warm-up %d epochs "
-        "from %g, clip %g, %s\n",
+        "from %g, clip %g, pair wire %s, %s\n",
         size, static_cast<unsigned long long>(numel), layers.size(), a.batch, a.batch / size, iters,
         a.density, std::string(omgs::to_string(a.planner)).c_str(), a.lr, a.momentum,
         a.momentum_correction ? " (sparse: momentum correction in omgs)" : "", a.warmup_epochs,
-        a.warmup_density, a.clip,
+        a.warmup_density, a.clip, wire_name(a).c_str(),
         zero_copy ? "zero copy (.grad() over the runtime's buffers)"
                   : "one copy per layer (Kokkos memory is not host memory)");
     std::printf("%5s  %-6s  %10s  %8s  %12s  %14s\n", "epoch", "method", "train_loss", "test_acc",
@@ -301,8 +312,9 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
   const bool pass = sp.accuracy >= de.accuracy - a.tolerance;
   if (rank == 0) {
     std::printf(
-        "sparse plan: %zu groups; bytes sent per rank per iteration: %.1fx fewer than dense\n",
-        rt.plan().groups.size(), de.bytes / sp.bytes);
+        "sparse plan: %zu groups; bytes sent per rank per iteration: %.0f sparse (%.2f bytes per "
+        "pair), %.0f dense: %.1fx fewer than dense\n",
+        rt.plan().groups.size(), sp.bytes, glue.bytes_per_pair, de.bytes, de.bytes / sp.bytes);
     std::printf("%s: sparse test accuracy %.2f%%, dense %.2f%% (%+.2f points, tolerance %g)\n",
                 pass ? "PASS" : "FAIL", sp.accuracy, de.accuracy, sp.accuracy - de.accuracy,
                 a.tolerance);

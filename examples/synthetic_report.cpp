@@ -1,0 +1,130 @@
+#include "synthetic_report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "median.hpp"
+
+namespace omgs_synthetic {
+
+void Result::record(double iter, double wait, double sparsify, double sparsify_cpu) {
+  iters.push_back(iter);
+  waits.push_back(wait);
+  sparsifies.push_back(sparsify);
+  sparsify_cpus.push_back(sparsify_cpu);
+}
+
+void Result::summarize() {
+  if (iters.empty()) return;
+  iteration_s = omgs_examples::median(iters);
+  not_hidden_s = omgs_examples::median(waits);
+  sparsify_s = omgs_examples::median(sparsifies);
+  sparsify_cpu_s = omgs_examples::median(sparsify_cpus);
+}
+
+void Result::record_wall(int it, int n, double wall) {
+  if (it < n) walls.push_back(wall);
+  if (it + 1 == n) {
+    double sum = 0;
+    for (double w : walls) sum += w;
+    run_mean_s = sum / static_cast<double>(walls.size());
+  }
+}
+
+std::string bytes_text(double b) {
+  char buf[32];
+  if (b >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f MB", b / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
+  return buf;
+}
+
+void print_table(int iterations, int warmup, int loop_warmup, bool dense,
+                 const std::vector<Result>& results) {
+  const double dense_s = dense ? results[0].iteration_s : 0;
+  int width = 12;
+  for (const Result& r : results) width = std::max(width, static_cast<int>(r.method.size()));
+  std::printf(
+      "\n%d timed iterations each (after %d warm-up; NAME+loop: after %d more, its refit\n"
+      "windows), slowest rank, medians; run_mean_s: the mean of the first %d iterations\n"
+      "from the start (warm-up, the loop's exploration and refits included):\n",
+      iterations, warmup, loop_warmup, warmup + iterations);
+  std::printf(
+      "  %-*s  groups  iteration_s  run_mean_s  not_hidden_comm_s  sparsify_s  sparsify_cpu_s  "
+      "sent/rank/iter  bytes/pair  predicted_s  speedup_vs_dense  notes\n",
+      width, "method");
+  for (const Result& r : results) {
+    char pred[16] = "-", speed[16] = "-", per_pair[16] = "-";
+    if (r.predicted_s >= 0) std::snprintf(pred, sizeof pred, "%.4f", r.predicted_s);
+    if (dense_s > 0) std::snprintf(speed, sizeof speed, "%.2f", dense_s / r.iteration_s);
+    if (r.pairs > 0) std::snprintf(per_pair, sizeof per_pair, "%.2f", r.bytes_per_pair());
+    std::printf(
+        "  %-*s  %6zu  %11.4f  %10.4f  %17.4f  %10.4f  %14.4f  %14s  %10s  %11s  %16s  %s\n", width,
+        r.method.c_str(), r.groups, r.iteration_s, r.run_mean_s, r.not_hidden_s, r.sparsify_s,
+        r.sparsify_cpu_s, bytes_text(r.bytes_per_iter).c_str(), per_pair, pred, speed,
+        r.note.empty() ? "-" : r.note.c_str());
+  }
+}
+
+namespace {
+
+const Result* find(const std::vector<Result>& results, const std::string& planner,
+                   const std::string& wire, int round) {
+  for (const Result& r : results)
+    if (r.planner == planner && r.wire == wire && r.round == round) return &r;
+  return nullptr;
+}
+
+struct Spread {
+  double min = 0, median = 0, max = 0;
+};
+
+Spread spread_of(const std::vector<double>& v) {
+  return {*std::min_element(v.begin(), v.end()), omgs_examples::median(v),
+          *std::max_element(v.begin(), v.end())};
+}
+
+/// One planner's rows of `wire` against those of `base`, round by round.
+void print_pair(const std::vector<Result>& results, const std::string& planner,
+                const std::string& base, const std::string& wire, int rounds) {
+  std::vector<double> bytes, iters;
+  std::string groups;
+  for (int k = 0; k < rounds; ++k) {
+    const Result* a = find(results, planner, base, k);
+    const Result* b = find(results, planner, wire, k);
+    if (a == nullptr || b == nullptr || a->bytes_per_iter <= 0 || a->iteration_s <= 0) continue;
+    bytes.push_back(b->bytes_per_iter / a->bytes_per_iter);
+    iters.push_back(b->iteration_s / a->iteration_s);
+    groups +=
+        (groups.empty() ? "" : ", ") + std::to_string(a->groups) + "/" + std::to_string(b->groups);
+  }
+  if (bytes.empty()) return;
+  const Spread sb = spread_of(bytes), si = spread_of(iters);
+  std::printf("  %-12s %-7s bytes/iter x %.3f %.3f %.3f  iteration_s x %.3f %.3f %.3f  groups %s\n",
+              planner.c_str(), wire.c_str(), sb.min, sb.median, sb.max, si.min, si.median, si.max,
+              groups.c_str());
+}
+
+}  // namespace
+
+void print_wire_comparison(const std::vector<std::string>& wires, int rounds,
+                           const std::vector<Result>& results) {
+  if (wires.size() < 2) return;
+  std::printf(
+      "\npair wires against %s, same planner, alternated in this run: ratios min / median / "
+      "max over %d round(s); groups %s/wire per round\n",
+      wires[0].c_str(), rounds, wires[0].c_str());
+  std::vector<std::string> planners;
+  for (const Result& r : results)
+    if (!r.planner.empty() &&
+        std::find(planners.begin(), planners.end(), r.planner) == planners.end())
+      planners.push_back(r.planner);
+  for (const std::string& p : planners)
+    for (std::size_t w = 1; w < wires.size(); ++w)
+      print_pair(results, p, wires[0], wires[w], rounds);
+}
+
+}  // namespace omgs_synthetic
