@@ -2,9 +2,9 @@
 // MPI_Iallgatherv (the counts and displacements are the engine's: fixed, or exchanged
 // before the pairs in variable-count mode).
 #include <climits>
-#include <vector>
 
 #include "comm/engine_impl.hpp"
+#include "comm/staged_buffers.hpp"
 #include "comm/wire.hpp"
 
 namespace omgs::detail {
@@ -13,7 +13,7 @@ namespace {
 
 class AllgathervPairs final : public Wire {
  public:
-  explicit AllgathervPairs(const GroupBuffers& b) : send_(b.send), recv_(b.recv), k_(b.k) {}
+  explicit AllgathervPairs(const GroupBuffers& b) : buffers_(b.send, b.recv), k_(b.k) {}
 
   std::string check(int g, int ranks) const override {
     const unsigned long long total = static_cast<unsigned long long>(k_) * ranks;
@@ -22,7 +22,7 @@ class AllgathervPairs final : public Wire {
              std::to_string(ranks) + " ranks = " + std::to_string(total) +
              " pairs overflows MPI's int count (MPI " + std::to_string(MPI_VERSION) + "." +
              std::to_string(MPI_SUBVERSION) + " has no large-count collectives used here)";
-    if (k_ > 0 && (send_ == nullptr || recv_ == nullptr))
+    if (k_ > 0 && (buffers_.send() == nullptr || buffers_.recv() == nullptr))
       return "group " + std::to_string(g) + ": null send or receive buffer";
     return "";
   }
@@ -31,24 +31,17 @@ class AllgathervPairs final : public Wire {
   bool exchanges_counts() const noexcept override { return true; }
 
   void init(const WireContext& /*ctx*/, bool staging, int ranks) override {
-    mpi_send_ = send_;
-    mpi_recv_ = recv_;
-    if (!staging) return;
-    host_send_.resize(k_);
-    host_recv_.resize(k_ * static_cast<std::size_t>(ranks));
-    mpi_send_ = host_send_.data();
-    mpi_recv_ = host_recv_.data();
+    buffers_.init(staging, k_, k_ * static_cast<std::size_t>(ranks));
   }
   void stage_out(const CopyFunction& to_host, std::size_t count) noexcept override {
-    if (count > 0) to_host(host_send_.data(), send_, count * sizeof(SparsePair));
+    buffers_.stage_out(to_host, count);
   }
   void stage_in(const CopyFunction& to_device, const GroupState& s) noexcept override {
-    if (s.total > 0)
-      to_device(recv_, host_recv_.data(), static_cast<std::size_t>(s.total) * sizeof(SparsePair));
+    if (s.total > 0) buffers_.stage_in(to_device, static_cast<std::size_t>(s.total));
   }
   int post(const WireContext& ctx, const GroupState& s, MPI_Request* req) noexcept override {
-    return MPI_Iallgatherv(mpi_send_, s.send_count, ctx.pair_type, mpi_recv_, s.counts.data(),
-                           s.displs.data(), ctx.pair_type, ctx.comm, req);
+    return MPI_Iallgatherv(buffers_.mpi_send(), s.send_count, ctx.pair_type, buffers_.mpi_recv(),
+                           s.counts.data(), s.displs.data(), ctx.pair_type, ctx.comm, req);
   }
   std::uint64_t bytes_sent(const GroupState& s) const noexcept override {
     return static_cast<std::uint64_t>(s.send_count) * sizeof(SparsePair);
@@ -58,12 +51,8 @@ class AllgathervPairs final : public Wire {
   }
 
  private:
-  const SparsePair* send_;
-  SparsePair* recv_;
+  StagedBuffers<SparsePair> buffers_;
   std::size_t k_;
-  const SparsePair* mpi_send_ = nullptr;  // send_ or the host mirror
-  SparsePair* mpi_recv_ = nullptr;
-  std::vector<SparsePair> host_send_, host_recv_;  // staging mirrors (empty unless staging)
 };
 
 }  // namespace

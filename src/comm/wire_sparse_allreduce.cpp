@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/engine_impl.hpp"
+#include "comm/staged_buffers.hpp"
 #include "comm/wire.hpp"
 
 namespace omgs::detail {
@@ -26,7 +27,7 @@ constexpr std::uint64_t sparse_allreduce_tag = std::uint64_t{1} << 62;
 class SparseAllreduceWire final : public Wire {
  public:
   explicit SparseAllreduceWire(const GroupBuffers& b)
-      : send_(b.send), recv_(b.recv), dropped_(b.dropped), k_(b.k), n_(b.sparse_numel) {}
+      : buffers_(b.send, b.recv), dropped_(b.dropped), k_(b.k), n_(b.sparse_numel) {}
 
   std::string check(int g, int ranks) const override {
     const std::string group = "group " + std::to_string(g) + ": ";
@@ -36,7 +37,7 @@ class SparseAllreduceWire final : public Wire {
              " ranks overflows MPI's int count";
     if (n_ > (std::uint64_t{1} << 32))
       return group + "sparse_numel = " + std::to_string(n_) + " is over 2^32 (indices are 32-bit)";
-    if (k_ > 0 && (send_ == nullptr || recv_ == nullptr || dropped_ == nullptr))
+    if (k_ > 0 && (buffers_.send() == nullptr || buffers_.recv() == nullptr || dropped_ == nullptr))
       return group + "a sparse-allreduce group needs non-null send, recv and dropped";
     return "";
   }
@@ -49,17 +50,17 @@ class SparseAllreduceWire final : public Wire {
   void init(const WireContext& ctx, bool staging, int ranks) override {
     // The ranks agreed on n and k (agree_on_groups): the constructor's check cannot fail.
     exchange_ = std::make_unique<SparseAllreduce>(ctx.comm, n_, k_);
-    staging_ = staging;
     capacity_ = k_ * static_cast<std::size_t>(ranks);
-    if (staging) host_send_.resize(k_);
+    // What arrives is the exchange's own (survivors, dropped): only the send side mirrors.
+    buffers_.init(staging, k_, 0);
   }
   void stage_out(const CopyFunction& to_host, std::size_t count) noexcept override {
-    if (count > 0) to_host(host_send_.data(), send_, count * sizeof(SparsePair));
+    buffers_.stage_out(to_host, count);
   }
   void stage_in(const CopyFunction& to_device, const GroupState& s) noexcept override {
     if (s.failed) return;
     if (s.total > 0)
-      to_device(recv_, exchange_->survivors().data(),
+      to_device(buffers_.recv(), exchange_->survivors().data(),
                 static_cast<std::size_t>(s.total) * sizeof(SparsePair));
     if (s.dropped > 0)
       to_device(dropped_, exchange_->dropped().data(),
@@ -68,8 +69,7 @@ class SparseAllreduceWire final : public Wire {
   int post(const WireContext& /*ctx*/, const GroupState& s, MPI_Request* req) noexcept override {
     *req = MPI_REQUEST_NULL;
     try {
-      exchange_->start(staging_ ? host_send_.data() : send_,
-                       static_cast<std::size_t>(s.send_count));
+      exchange_->start(buffers_.mpi_send(), static_cast<std::size_t>(s.send_count));
     } catch (const std::exception& e) {
       return fail(e.what());
     }
@@ -92,9 +92,9 @@ class SparseAllreduceWire final : public Wire {
     s.dropped = static_cast<int>(dropped.size());
     std::fill(s.counts.begin(), s.counts.end(), 0);
     std::fill(s.displs.begin(), s.displs.end(), 0);
-    if (!staging_) {  // host buffers: the owner reads them after the completion is popped
+    if (!buffers_.staging()) {  // host buffers: the owner reads them after the completion is popped
       if (!survivors.empty())
-        std::memcpy(recv_, survivors.data(), survivors.size() * sizeof(SparsePair));
+        std::memcpy(buffers_.recv(), survivors.data(), survivors.size() * sizeof(SparsePair));
       if (!dropped.empty())
         std::memcpy(dropped_, dropped.data(), dropped.size() * sizeof(SparsePair));
     }
@@ -116,14 +116,11 @@ class SparseAllreduceWire final : public Wire {
     return MPI_ERR_OTHER;
   }
 
-  const SparsePair* send_;
-  SparsePair* recv_;
+  StagedBuffers<SparsePair> buffers_;
   SparsePair* dropped_;
   std::size_t k_;
   std::uint64_t n_;
   std::size_t capacity_ = 0;
-  bool staging_ = false;
-  std::vector<SparsePair> host_send_;  // staging mirror (empty unless staging)
   std::unique_ptr<SparseAllreduce> exchange_;
 };
 

@@ -1,6 +1,6 @@
 // Test data of the ProgressEngine tests (test_comm.cpp, test_comm_setup.cpp): per-group
 // send/receive storage, the pairs every rank sends (a function of rank, group, iteration,
-// entry) and the check of what arrived.
+// entry) and the check of what arrived; staging through host mirrors without a GPU.
 #pragma once
 
 #include <omgs/comm.hpp>
@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "mpi_world.hpp"
@@ -24,6 +25,26 @@ using omgs::WaitStatus;
 
 using omgs_test::world_rank;
 using omgs_test::world_size;
+
+/// The copies staging made, each way.
+struct CopyCounts {
+  int to_host = 0, to_device = 0;
+};
+
+/// "Device" buffers (host memory here: no GPU) without GPU-aware MPI, so that every group
+/// goes through its host mirrors; the copy functions count the copies into `c`.
+inline void stage_through_host(ProgressOptions& o, CopyCounts& c) {
+  o.buffer_space = omgs::MemorySpace::device;
+  o.gpu_aware = omgs::GpuAwareMpi::no;
+  o.copy_to_host = [&c](void* d, const void* s, std::size_t n) {
+    ++c.to_host;
+    std::memcpy(d, s, n);
+  };
+  o.copy_to_device = [&c](void* d, const void* s, std::size_t n) {
+    ++c.to_device;
+    std::memcpy(d, s, n);
+  };
+}
 
 /// Send/receive storage for a set of groups.
 struct Buffers {

@@ -201,15 +201,8 @@ TEST_CASE("device buffers without GPU-aware MPI are staged through host mirrors"
   o.buffer_space = omgs::MemorySpace::device;
   o.gpu_aware = omgs::GpuAwareMpi::no;
   CHECK_THROWS_AS(ProgressEngine(MPI_COMM_WORLD, b.groups, o), omgs::Error);  // no copy fns
-  int to_host = 0, to_device = 0;
-  o.copy_to_host = [&](void* d, const void* s, std::size_t n) {
-    ++to_host;
-    std::memcpy(d, s, n);
-  };
-  o.copy_to_device = [&](void* d, const void* s, std::size_t n) {
-    ++to_device;
-    std::memcpy(d, s, n);
-  };
+  CopyCounts copies;
+  stage_through_host(o, copies);
   ProgressEngine e(MPI_COMM_WORLD, b.groups, o);
   CHECK(e.stats().staging);
   CHECK_FALSE(e.stats().gpu_aware_mpi);
@@ -225,8 +218,8 @@ TEST_CASE("device buffers without GPU-aware MPI are staged through host mirrors"
       bad += check(b, e, g, iter, fixed_counts(kKs[static_cast<std::size_t>(g)]));
   }
   CHECK(bad == 0);
-  CHECK(to_host == 5 * (G - 1));  // group 3 has k = 0: nothing to copy
-  CHECK(to_device == 5 * (G - 1));
+  CHECK(copies.to_host == 5 * (G - 1));  // group 3 has k = 0: nothing to copy
+  CHECK(copies.to_device == 5 * (G - 1));
   // GPU-aware: device pointers go straight to MPI, no staging.
   o.gpu_aware = omgs::GpuAwareMpi::yes;
   ProgressEngine direct(MPI_COMM_WORLD, b.groups, o);

@@ -1,13 +1,14 @@
 // The progress engine with dense groups (one MPI_Iallreduce each) between sparse ones (one
 // MPI_Iallgatherv each), fixed and variable counts: every rank posts both kinds in plan
 // order whatever order they are submitted in, so nothing deadlocks, and the sums and pairs
-// arrive intact.
+// arrive intact, with the caller's buffers or staged through host mirrors.
 #include <mpi.h>
 
 #include <vector>
 
 #include <omgs/comm.hpp>
 
+#include "comm_test_data.hpp"
 #include "omgs_catch.hpp"
 
 namespace {
@@ -32,7 +33,11 @@ TEST_CASE("dense and sparse groups alternate in plan order, fixed and variable c
   // Even groups dense (n floats), odd groups sparse (k pairs).
   const std::vector<std::size_t> sizes = {1000, 3, 50000, 17, 1, 0, 4096, 5};
   const int G = int(sizes.size());
-  for (bool variable : {false, true}) {
+  const bool variable = GENERATE(false, true);
+  // staged: both kinds through their host mirrors (stage_through_host).
+  const bool staged = GENERATE(false, true);
+  CAPTURE(variable, staged);
+  {
     std::vector<std::vector<float>> dsend(G), drecv(G);
     std::vector<std::vector<omgs::SparsePair>> psend(G), precv(G);
     std::vector<omgs::GroupBuffers> groups(G);
@@ -54,7 +59,10 @@ TEST_CASE("dense and sparse groups alternate in plan order, fixed and variable c
     o.read_environment = false;
     o.wait_timeout_s = 60;
     o.variable_counts = variable;
+    omgs_test_comm::CopyCounts copies;
+    if (staged) omgs_test_comm::stage_through_host(o, copies);
     omgs::ProgressEngine e(MPI_COMM_WORLD, groups, o);
+    CHECK(e.stats().staging == staged);
     long bad = 0;
     for (int iter = 0; iter < 20; ++iter) {
       for (int g = 0; g < G; ++g) {
@@ -90,6 +98,9 @@ TEST_CASE("dense and sparse groups alternate in plan order, fixed and variable c
     // mode the count allgather of each sparse (odd) group; dense groups exchange no counts.
     CHECK(s.collectives_posted == std::uint64_t(20 * (G + (variable ? G / 2 : 0))));
     CHECK(s.groups[0].bytes_sent == 20u * 1000u * sizeof(float));
+    // Each way, per iteration: the 4 dense groups, and the sparse groups but the one of k = 0.
+    CHECK(copies.to_host == (staged ? 20 * 7 : 0));
+    CHECK(copies.to_device == (staged ? 20 * 7 : 0));
   }
 }
 

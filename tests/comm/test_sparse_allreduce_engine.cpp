@@ -1,6 +1,7 @@
 // The progress engine with sparse-allreduce groups (GroupBuffers::sparse_numel; a phased
 // wire advanced beside MPI_Testsome) between allgather and dense groups, with a progress
-// thread and inline, fixed and variable counts (k = 0 on some ranks): each exchange equals
+// thread and inline, fixed and variable counts (k = 0 on some ranks), the caller's buffers
+// or staged through host mirrors: each exchange equals
 // the standalone SparseAllreduce fed the same pairs (itself checked against a reference in
 // test_sparse_allreduce.cpp), every rank holds the same survivors, and survivors + every
 // rank's dropped pairs hold all the mass. Disagreement on a group's collective and a rank
@@ -16,6 +17,7 @@
 
 #include <omgs/comm.hpp>
 
+#include "comm_test_data.hpp"
 #include "mpi_world.hpp"
 #include "omgs_catch.hpp"
 
@@ -70,69 +72,75 @@ TEST_CASE("sparse-allreduce groups in the engine equal the standalone exchange",
           "[comm][sparse_allreduce]") {
   const int P = world_size(), me = world_rank();
   for (const bool inline_mode : {false, true})
-    for (const bool variable : {false, true}) {
-      INFO("inline " << inline_mode << ", variable counts " << variable);
-      // Groups: an allgather, a sparse allreduce, a dense one, another sparse allreduce.
-      std::vector<SparsePair> ag_send(4), ag_recv(4 * static_cast<std::size_t>(P));
-      std::vector<float> d_send(64, 1.0f), d_recv(64);
-      SaGroup a{20000, 200, {}, {}, {}}, b{300, 7, {}, {}, {}};
-      std::vector<GroupBuffers> groups(4);
-      groups[0] = {ag_send.data(), ag_recv.data(), 4};
-      groups[1] = a.buffers(P);
-      groups[2].dense_send = d_send.data();
-      groups[2].dense_recv = d_recv.data();
-      groups[2].dense_numel = 64;
-      groups[3] = b.buffers(P);
-      omgs::ProgressOptions o;
-      o.read_environment = false;
-      o.wait_timeout_s = 60;
-      o.force_inline = inline_mode;
-      o.variable_counts = variable;
-      omgs::ProgressEngine e(MPI_COMM_WORLD, groups, o);
-      SparseAllreduce ref_a(MPI_COMM_WORLD, a.n, a.k), ref_b(MPI_COMM_WORLD, b.n, b.k);
-      for (int iter = 0; iter < 12; ++iter) {
-        // Variable counts: rank 0 sends nothing every third iteration.
-        const bool none = variable && me == 0 && iter % 3 == 0;
-        for (SaGroup* s : {&a, &b}) {
-          const auto mine = pairs_of(me, iter, s->n, none ? 0 : s->k);
-          std::copy(mine.begin(), mine.end(), s->send.begin());
-        }
-        const std::size_t ca = none ? 0 : a.k, cb = none ? 0 : b.k;
-        for (int g = 3; g >= 0; --g) {  // submitted backwards; posted in plan order
-          const std::size_t count = g == 1 ? ca : g == 3 ? cb : g == 0 ? 4 : 0;
-          REQUIRE((variable ? e.submit(g, count) : e.submit(g)) == omgs::SubmitStatus::ok);
-        }
-        REQUIRE(e.wait_all() == omgs::WaitStatus::ok);
-        int g = 1;
-        for (auto [s, ref, count] :
-             {std::make_tuple(&a, &ref_a, ca), std::make_tuple(&b, &ref_b, cb)}) {
-          ref->start(s->send.data(), count);
-          REQUIRE(ref->wait(60.0));
-          const auto& want = ref->survivors();
-          REQUIRE(e.recv_total(g) == want.size());
-          REQUIRE(e.dropped_total(g) == ref->dropped().size());
-          for (std::size_t i = 0; i < want.size(); ++i) {
-            REQUIRE(s->recv[i].index == want[i].index);
-            REQUIRE(s->recv[i].value == want[i].value);
+    for (const bool variable : {false, true})
+      for (const bool staged : {false, true}) {
+        INFO("inline " << inline_mode << ", variable counts " << variable << ", staged " << staged);
+        // Groups: an allgather, a sparse allreduce, a dense one, another sparse allreduce.
+        std::vector<SparsePair> ag_send(4), ag_recv(4 * static_cast<std::size_t>(P));
+        std::vector<float> d_send(64, 1.0f), d_recv(64);
+        SaGroup a{20000, 200, {}, {}, {}}, b{300, 7, {}, {}, {}};
+        std::vector<GroupBuffers> groups(4);
+        groups[0] = {ag_send.data(), ag_recv.data(), 4};
+        groups[1] = a.buffers(P);
+        groups[2].dense_send = d_send.data();
+        groups[2].dense_recv = d_recv.data();
+        groups[2].dense_numel = 64;
+        groups[3] = b.buffers(P);
+        omgs::ProgressOptions o;
+        o.read_environment = false;
+        o.wait_timeout_s = 60;
+        o.force_inline = inline_mode;
+        o.variable_counts = variable;
+        omgs_test_comm::CopyCounts copies;
+        if (staged) omgs_test_comm::stage_through_host(o, copies);
+        omgs::ProgressEngine e(MPI_COMM_WORLD, groups, o);
+        CHECK(e.stats().staging == staged);
+        SparseAllreduce ref_a(MPI_COMM_WORLD, a.n, a.k), ref_b(MPI_COMM_WORLD, b.n, b.k);
+        for (int iter = 0; iter < 12; ++iter) {
+          // Variable counts: rank 0 sends nothing every third iteration.
+          const bool none = variable && me == 0 && iter % 3 == 0;
+          for (SaGroup* s : {&a, &b}) {
+            const auto mine = pairs_of(me, iter, s->n, none ? 0 : s->k);
+            std::copy(mine.begin(), mine.end(), s->send.begin());
           }
-          // No mass lost: the survivors' sum + every rank's dropped = every rank's pairs.
-          double sums[2] = {sum_of(s->send.data(), count),
-                            sum_of(s->dropped.data(), e.dropped_total(g))};
-          MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-          CHECK(std::abs(sum_of(s->recv.data(), e.recv_total(g)) + sums[1] - sums[0]) <
-                1e-3 * (1 + std::abs(sums[0])));
-          CHECK(e.recv_counts(g)[0] == 0);
-          g += 2;
+          const std::size_t ca = none ? 0 : a.k, cb = none ? 0 : b.k;
+          for (int g = 3; g >= 0; --g) {  // submitted backwards; posted in plan order
+            const std::size_t count = g == 1 ? ca : g == 3 ? cb : g == 0 ? 4 : 0;
+            REQUIRE((variable ? e.submit(g, count) : e.submit(g)) == omgs::SubmitStatus::ok);
+          }
+          REQUIRE(e.wait_all() == omgs::WaitStatus::ok);
+          int g = 1;
+          for (auto [s, ref, count] :
+               {std::make_tuple(&a, &ref_a, ca), std::make_tuple(&b, &ref_b, cb)}) {
+            ref->start(s->send.data(), count);
+            REQUIRE(ref->wait(60.0));
+            const auto& want = ref->survivors();
+            REQUIRE(e.recv_total(g) == want.size());
+            REQUIRE(e.dropped_total(g) == ref->dropped().size());
+            for (std::size_t i = 0; i < want.size(); ++i) {
+              REQUIRE(s->recv[i].index == want[i].index);
+              REQUIRE(s->recv[i].value == want[i].value);
+            }
+            // No mass lost: the survivors' sum + every rank's dropped = every rank's pairs.
+            double sums[2] = {sum_of(s->send.data(), count),
+                              sum_of(s->dropped.data(), e.dropped_total(g))};
+            MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            CHECK(std::abs(sum_of(s->recv.data(), e.recv_total(g)) + sums[1] - sums[0]) <
+                  1e-3 * (1 + std::abs(sums[0])));
+            CHECK(e.recv_counts(g)[0] == 0);
+            g += 2;
+          }
+          CHECK(d_recv[5] == static_cast<float>(P));
         }
-        CHECK(d_recv[5] == static_cast<float>(P));
+        const omgs::ProgressStats st = e.stats();
+        CHECK(st.groups[1].bytes_received > 0);
+        CHECK(e.group_stats(1).bytes_received == st.groups[1].bytes_received);
+        CHECK(e.group_stats(1).completions == 12);
+        CHECK(e.group_stats(4).posts == 0);  // no such group
+        if (P > 1) CHECK(st.groups[1].bytes_sent > 0);
+        CHECK((copies.to_host > 0) == staged);
+        CHECK((copies.to_device > 0) == staged);
       }
-      const omgs::ProgressStats st = e.stats();
-      CHECK(st.groups[1].bytes_received > 0);
-      CHECK(e.group_stats(1).bytes_received == st.groups[1].bytes_received);
-      CHECK(e.group_stats(1).completions == 12);
-      CHECK(e.group_stats(4).posts == 0);  // no such group
-      if (P > 1) CHECK(st.groups[1].bytes_sent > 0);
-    }
 }
 
 TEST_CASE("a group sparse-allreduce on one rank and allgather or dense on another is refused",
