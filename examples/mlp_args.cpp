@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <string>
 
 #include "bounded_mpi.hpp"
@@ -39,6 +40,9 @@ constexpr const char* usage_text =
     "                  (default 5)\n"
     "  --bucket-mb MB  dense-bucket's bucket size in MB of floats, in (0, 2048] (default 25)\n"
     "  --seed S        data and weight seed (default 42)\n"
+    "  --gradient-type T  the sparse run's gradients: fp32 (default), bf16 or fp16: the\n"
+    "                  backward pass rounds each gradient into the runtime's 16-bit slot\n"
+    "                  (rt.gradient_bf16 / _fp16) and SGD reads the 16-bit aggregate\n"
     "  --quiet         print only the verdict line\n"
     "  --collective-timeout S  bound of each wait for this program's own collectives (the\n"
     "                  dense runs' allreduces too): past it the job is aborted, naming the\n"
@@ -70,6 +74,15 @@ int parse_args(int argc, char** argv, int rank, Args& a) {
     }
     if (opt == "--quiet") {
       a.quiet = true;
+      continue;
+    }
+    if (opt == "--gradient-type") {
+      if (i + 1 >= argc) return fail("option " + opt + " needs a value");
+      try {
+        a.gradient_type = omgs::parse_gradient_type(argv[++i]);
+      } catch (const std::exception& e) {
+        return fail(std::string("--gradient-type: ") + e.what());
+      }
       continue;
     }
     struct Spec {

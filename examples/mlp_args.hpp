@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include <omgs/gradient_type.hpp>
+
 namespace omgs_train_mlp {
 
 /// The parsed command line (defaults as in --help).
@@ -21,6 +23,9 @@ struct Args {
   double bucket_mb = 25.0;  // dense-bucket's bucket size, MB of floats
   std::uint32_t seed = 42;
   bool quiet = false;
+  /// The sparse run's gradients: fp32, or kept in bf16 / fp16 (rounded from the gemm's fp32
+  /// output) with the runtime's 16-bit views and the optimizer reading its 16-bit aggregate.
+  omgs::GradientType gradient_type = omgs::GradientType::fp32;
 };
 
 /// Parses argv; returns -1 to go on, 0 after --help, 2 on a bad argument (rank 0 prints).

@@ -40,6 +40,7 @@
 #include "bounded_mpi.hpp"
 #include "mlp_args.hpp"
 #include "mlp_dense.hpp"
+#include "mlp_half.hpp"
 #include "mlp_network.hpp"
 #include "mlp_problem.hpp"
 
@@ -83,12 +84,15 @@ double evaluate(const Problem& p, const Run& r) {
   return static_cast<double>(correct) / static_cast<double>(p.eval_x.extent(0));
 }
 
-/// Returns the mean bytes this rank sent per iteration in this epoch.
-double sparse_epoch(const Problem& p, Run& r, omgs::Runtime& rt, float lr, int epoch) {
+/// Returns the mean bytes this rank sent per iteration in this epoch. half: the 16-bit
+/// gradients' scratch (--gradient-type bf16 / fp16), else null.
+double sparse_epoch(const Problem& p, Run& r, omgs::Runtime& rt, const HalfGradients* half,
+                    float lr, int epoch) {
   const double t0 = MPI_Wtime();
   std::uint64_t bytes = 0;
   omgs::Status bad = omgs::Status::ok;
-  auto ready = [&rt, &bad](int t) {
+  auto ready = [&rt, &bad, half](int t) {
+    if (half != nullptr) half->store(rt, t);
     const omgs::Status st = rt.ready(static_cast<std::size_t>(t));
     if (st != omgs::Status::ok && bad == omgs::Status::ok) bad = st;
   };
@@ -115,6 +119,7 @@ double sparse_epoch(const Problem& p, Run& r, omgs::Runtime& rt, float lr, int e
       MPI_Abort(p.comm, 1);
     }
     bytes += st.bytes_sent;
+    if (half != nullptr) half->load(rt);
     for (int t = 0; t < num_tensors; ++t) sgd(r.tensors[t], r.aggregated[t], lr);
   }
   Exec().fence();
@@ -172,9 +177,11 @@ void print_header(const Args& a, const Problem& p, const omgs::Runtime& rt) {
   }
   std::printf(
       "; %zu parameters), density %g, lr %g, batch %d/rank, %d samples/rank, %d "
-      "iterations/epoch, calibration %.3f s, dense groups' allreduce %s\n",
+      "iterations/epoch, calibration %.3f s, dense groups' allreduce %s, sparse run's "
+      "gradients %s\n",
       shapes.total, a.density, a.lr, a.batch, p.iters * p.batch, p.iters,
-      rt.calibration().duration_s, rt.calibration().dense_allreduce.describe().c_str());
+      rt.calibration().duration_s, rt.calibration().dense_allreduce.describe().c_str(),
+      std::string(omgs::to_string(rt.gradient_type())).c_str());
   std::fflush(stdout);
 }
 
@@ -259,6 +266,7 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
   opt.density = a.density;
   opt.planner = omgs::Planner::mgs;
   opt.perf_model = "calibrate";
+  opt.gradient_type = a.gradient_type;
   omgs::Runtime rt(comm, layers, opt);
   // The dense runs' exchanges (each times its allreduce variant now).
   omgs_examples::DenseExchange bucket_ex = make_exchange(comm, shapes, a.bucket_mb);
@@ -272,10 +280,15 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
   init_run(r.sparse, "mlp::sparse_params", shapes, a.seed);
   attach(r.bucket, bucket_ex);
   attach(r.layer, layer_ex);
-  for (int t = 0; t < num_tensors; ++t) {
-    r.sparse.grads[t] = rt.gradient(static_cast<std::size_t>(t));
-    r.sparse.aggregated[t] = rt.aggregated(static_cast<std::size_t>(t));
-  }
+  HalfGradients half{a.gradient_type, {}, {}};
+  if (a.gradient_type != omgs::GradientType::fp32)
+    half.attach(r.sparse, shapes);
+  else
+    for (int t = 0; t < num_tensors; ++t) {
+      r.sparse.grads[t] = rt.gradient(static_cast<std::size_t>(t));
+      r.sparse.aggregated[t] = rt.aggregated(static_cast<std::size_t>(t));
+    }
+  const HalfGradients* half_in_use = a.gradient_type != omgs::GradientType::fp32 ? &half : nullptr;
   if (verbose) print_header(a, p, rt);
 
   const float lr = static_cast<float>(a.lr);
@@ -285,7 +298,7 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
     r.bucket.loss = epoch_loss(p);
     dense_epoch(p, r.layer, layer_ex, lr);
     r.layer.loss = epoch_loss(p);
-    sparse_bytes = sparse_epoch(p, r.sparse, rt, lr, e);
+    sparse_bytes = sparse_epoch(p, r.sparse, rt, half_in_use, lr, e);
     r.sparse.loss = epoch_loss(p);
     if (a.quiet) continue;
     r.bucket.eval_acc = evaluate(p, r.bucket);

@@ -103,6 +103,11 @@ typedef struct omgs_options {
    * creation picks the faster of MPI_Iallreduce and a blocking MPI_Allreduce by the
    * progress thread), "nonblocking" or "blocking". OMGS_DENSE_ALLREDUCE wins. */
   const char* dense_allreduce;
+  /* The gradients' element type: "fp32" (default; NULL keeps it), "bf16" or "fp16"
+   * (docs/api.md, "16-bit gradients"): write the gradient through omgs_gradient16, read the
+   * aggregated one through omgs_aggregated16 (rounded to the type; omgs_aggregated keeps the
+   * fp32 one). The residual and accumulation stay fp32. Every rank must agree. */
+  const char* gradient_type;
 } omgs_options;
 
 typedef struct omgs_iteration_stats {
@@ -175,6 +180,12 @@ OMGS_EXPORT size_t omgs_group_of_layer(const omgs_runtime* rt, size_t layer);
 /* Layer l's slot of the gradient buffer (write it, then omgs_ready); *numel receives its
  * length when numel is not NULL. NULL for an unknown layer. */
 OMGS_EXPORT float* omgs_gradient(omgs_runtime* rt, size_t layer, size_t* numel);
+/* options.gradient_type "bf16" / "fp16": the same slots as 16-bit values (the IEEE bfloat16
+ * or binary16 bits, 2 bytes per element), and the aggregated gradient rounded to the type.
+ * NULL for an unknown layer, or when the type is another (omgs_last_error(rt) says which):
+ * omgs_gradient is NULL with a 16-bit type, omgs_gradient16 with fp32. */
+OMGS_EXPORT uint16_t* omgs_gradient16(omgs_runtime* rt, size_t layer, size_t* numel);
+OMGS_EXPORT const uint16_t* omgs_aggregated16(const omgs_runtime* rt, size_t layer, size_t* numel);
 OMGS_EXPORT int omgs_begin_backward(omgs_runtime* rt);
 OMGS_EXPORT int omgs_ready(omgs_runtime* rt, size_t layer);
 /* stats may be NULL. */

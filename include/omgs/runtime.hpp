@@ -26,6 +26,7 @@
 #include <omgs/comm.hpp>
 #include <omgs/error.hpp>
 #include <omgs/export.hpp>
+#include <omgs/gradient_type.hpp>
 #include <omgs/plan.hpp>
 
 namespace omgs {
@@ -35,6 +36,11 @@ using DeviceMemory = ExecSpace::memory_space;
 /// A layer's slot in one of the runtime's flat device buffers.
 using GradientView = Kokkos::View<float*, DeviceMemory>;
 using ConstGradientView = Kokkos::View<const float*, DeviceMemory>;
+/// 16-bit gradient views (RuntimeOptions::gradient_type bf16 / fp16; <omgs/gradient_type.hpp>).
+using Bf16GradientView = Kokkos::View<bf16_t*, DeviceMemory>;
+using ConstBf16GradientView = Kokkos::View<const bf16_t*, DeviceMemory>;
+using Fp16GradientView = Kokkos::View<fp16_t*, DeviceMemory>;
+using ConstFp16GradientView = Kokkos::View<const fp16_t*, DeviceMemory>;
 
 /// Where the layers' backward times (which the planner needs) come from.
 enum class BackwardTimes {
@@ -147,6 +153,14 @@ struct RuntimeOptions {
 
   /// The allgather groups' wire format; OMGS_PAIR_WIRE wins. Every rank must agree.
   PairWire pair_wire = PairWire::pairs8;
+
+  /// The element type of the gradient views (docs/api.md, "16-bit gradients"): fp32, or bf16
+  /// / fp16, whose views are gradient_bf16() / gradient_fp16(), ready(l, view) of that type,
+  /// and aggregated_bf16() / aggregated_fp16(). The runtime widens each group's gradient to
+  /// fp32 when the group is ready, keeps the residual and accumulation in fp32, and writes
+  /// the aggregated gradient back rounded to the type (aggregated() keeps the fp32 one).
+  /// No environment variable: it is the training code's type. Every rank must agree.
+  GradientType gradient_type = GradientType::fp32;
 };
 
 /// Outcome of a per-iteration call. Per-iteration calls never throw; last_error() has the
@@ -160,7 +174,7 @@ enum class Status : std::uint8_t {
   unknown_layer,       ///< local: layer index out of range
   already_ready,       ///< local: ready(l) twice in one iteration
   not_all_ready,       ///< local: finish() before every layer was ready (nothing changed)
-  shape_mismatch,      ///< local: ready(l, view) with a view of the wrong length
+  shape_mismatch,      ///< local: ready(l, view) with a view of the wrong length or type
   nonfinite_gradient,  ///< all ranks: a rank's group held NaN/Inf; the group is skipped
   comm_failed,         ///< this rank or several: timeout (finish() may be retried), MPI error
   plan_failed,         ///< all ranks: planning from measured times failed (layer-wise kept)
@@ -271,20 +285,35 @@ class OMGS_EXPORT Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   std::size_t num_layers() const noexcept;
+  /// RuntimeOptions::gradient_type: the type of gradient() / gradient_bf16() / _fp16().
+  GradientType gradient_type() const noexcept;
   /// Layer l's slot of the flat gradient buffer: the training code writes the gradient here.
+  /// Throws omgs::Error when RuntimeOptions::gradient_type is not fp32.
   GradientView gradient(std::size_t l) const;
+  /// The same for gradient_type bf16 / fp16 (2 bytes per element); each throws omgs::Error
+  /// naming the type in force when it is another.
+  Bf16GradientView gradient_bf16(std::size_t l) const;
+  Fp16GradientView gradient_fp16(std::size_t l) const;
   /// Marks layer l's gradient as written. When it completes its group (the group's lowest
   /// layer, in backward order), the group is sparsified on the device and handed to the
   /// progress thread, while backward continues.
   Status ready(std::size_t l) noexcept;
-  /// Copies the user's view into layer l's slot, then ready(l).
+  /// Copies the user's view into layer l's slot, then ready(l). The view's type must be
+  /// RuntimeOptions::gradient_type's (else Status::shape_mismatch, nothing changes).
   Status ready(std::size_t l, const ConstGradientView& grad) noexcept;
+  Status ready(std::size_t l, const ConstBf16GradientView& grad) noexcept;
+  Status ready(std::size_t l, const ConstFp16GradientView& grad) noexcept;
   /// Waits for every group, scatter-adds the received pairs (averaged over ranks) into the
   /// aggregated gradient and returns the iteration's stats. Afterwards the next iteration
   /// may begin. On not_all_ready nothing changes (call ready for the rest, then finish).
   IterationStats finish() noexcept;
-  /// Layer l's averaged sparse gradient of the last finished iteration.
+  /// Layer l's averaged sparse gradient of the last finished iteration (fp32, whatever
+  /// the gradient type: with bf16 / fp16 the value before its rounding to the type).
   ConstGradientView aggregated(std::size_t l) const;
+  /// The same rounded to gradient_type bf16 / fp16; each throws omgs::Error naming the type
+  /// in force when it is another.
+  ConstBf16GradientView aggregated_bf16(std::size_t l) const;
+  ConstFp16GradientView aggregated_fp16(std::size_t l) const;
   /// Layer l's velocity u of momentum correction (RuntimeOptions::momentum), after the
   /// masking of the last iteration. Throws omgs::Error when momentum correction is off.
   ConstGradientView momentum(std::size_t l) const;

@@ -2,6 +2,7 @@
 // exception into a return code and a message.
 #include <omgs/omgs.h>
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <new>
@@ -59,16 +60,42 @@ int guarded(omgs_runtime* rt, F&& f) noexcept {
   }
 }
 
+// which: 0 the gradient, 1 the aggregated gradient, 2 the residual; NULL (the error in rt)
+// for an unknown layer or a gradient of another type than the one in force.
 const float* layer_pointer(const omgs_runtime* rt, size_t layer, size_t* numel, int which) {
-  if (rt == nullptr || layer >= rt->rt->num_layers()) {
-    if (numel != nullptr) *numel = 0;
-    return nullptr;
-  }
-  omgs::ConstGradientView v = which == 0   ? omgs::ConstGradientView(rt->rt->gradient(layer))
-                              : which == 1 ? rt->rt->aggregated(layer)
-                                           : rt->rt->residual(layer);
-  if (numel != nullptr) *numel = v.extent(0);
-  return v.data();
+  if (numel != nullptr) *numel = 0;
+  if (rt == nullptr || layer >= rt->rt->num_layers()) return nullptr;
+  auto* m = const_cast<omgs_runtime*>(rt);
+  const float* p = nullptr;
+  guarded(m, [&] {
+    omgs::ConstGradientView v = which == 0   ? omgs::ConstGradientView(m->rt->gradient(layer))
+                                : which == 1 ? m->rt->aggregated(layer)
+                                             : m->rt->residual(layer);
+    if (numel != nullptr) *numel = v.extent(0);
+    p = v.data();
+    return OMGS_OK;
+  });
+  return p;
+}
+
+// The 16-bit slots (which: 0 the gradient, 1 the aggregated gradient) of the type in force.
+const std::uint16_t* layer_pointer16(const omgs_runtime* rt, size_t layer, size_t* numel,
+                                     int which) {
+  if (numel != nullptr) *numel = 0;
+  if (rt == nullptr || layer >= rt->rt->num_layers()) return nullptr;
+  auto* m = const_cast<omgs_runtime*>(rt);
+  const void* p = nullptr;
+  guarded(m, [&] {
+    const omgs::Runtime& r = *m->rt;
+    const bool bf16 = r.gradient_type() == omgs::GradientType::bf16;
+    p = which == 0 ? (bf16 ? static_cast<const void*>(r.gradient_bf16(layer).data())
+                           : static_cast<const void*>(r.gradient_fp16(layer).data()))
+                   : (bf16 ? static_cast<const void*>(r.aggregated_bf16(layer).data())
+                           : static_cast<const void*>(r.aggregated_fp16(layer).data()));
+    if (numel != nullptr) *numel = r.layers()[layer].numel;
+    return OMGS_OK;
+  });
+  return static_cast<const std::uint16_t*>(p);
 }
 
 }  // namespace
@@ -161,6 +188,14 @@ size_t omgs_group_of_layer(const omgs_runtime* rt, size_t layer) {
 
 float* omgs_gradient(omgs_runtime* rt, size_t layer, size_t* numel) {
   return const_cast<float*>(layer_pointer(rt, layer, numel, 0));
+}
+
+uint16_t* omgs_gradient16(omgs_runtime* rt, size_t layer, size_t* numel) {
+  return const_cast<uint16_t*>(layer_pointer16(rt, layer, numel, 0));
+}
+
+const uint16_t* omgs_aggregated16(const omgs_runtime* rt, size_t layer, size_t* numel) {
+  return layer_pointer16(rt, layer, numel, 1);
 }
 
 const float* omgs_aggregated(const omgs_runtime* rt, size_t layer, size_t* numel) {

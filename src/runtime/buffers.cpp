@@ -32,9 +32,11 @@ void RuntimeImpl::check_sizes(const Plan& plan) const {
     if (gr.collective == Collective::sparse_allreduce) pairs += k + 5 * std::min(p * k, gr.numel);
     max_n = std::max<std::uint64_t>(max_n, gr.numel);
   }
-  // gradient + residual (two buffers) + aggregated (+ velocity), the pairs, the selector's
-  // candidate buffers.
-  const double per_element = options.momentum > 0 ? 20.0 : 16.0;  // + the velocity
+  // gradient + residual (two buffers) + aggregated (+ velocity, + 16-bit ones), the pairs, the
+  // selector's candidate buffers.
+  // + 4 for a 16-bit gradient type's gradient and aggregated buffers.
+  const double per_element = (options.momentum > 0 ? 20.0 : 16.0) +
+                             (options.gradient_type != GradientType::fp32 ? 4.0 : 0.0);
   const double bytes = per_element * static_cast<double>(total) + 8.0 * static_cast<double>(pairs) +
                        16.0 * static_cast<double>(std::max<std::uint64_t>(max_n / 8, 16384));
   if (std::is_same<DeviceMemory, Kokkos::HostSpace>::value) {

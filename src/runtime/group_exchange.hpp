@@ -29,6 +29,9 @@ WireValues wire_values(PairWire wire);
 struct FlatBuffers {
   GradientView grad, resid, resid_alt, agg;
   GradientView velocity;  // momentum correction's u (RuntimeOptions::momentum > 0), else empty
+  // RuntimeOptions::gradient_type bf16 / fp16: the user's gradient and the aggregated one in
+  // that type (its bits; gradient_type.cpp), else empty.
+  Kokkos::View<std::uint16_t*, DeviceMemory> grad16, agg16;
 };
 
 /// What the exchanges of one plan share: the flat buffers, which residual buffer is

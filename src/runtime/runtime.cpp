@@ -25,7 +25,7 @@ const char* to_string(Status status) noexcept {
     case Status::not_all_ready:
       return "not every layer is ready";
     case Status::shape_mismatch:
-      return "gradient view of the wrong length";
+      return "gradient view of the wrong length or type";
     case Status::nonfinite_gradient:
       return "non-finite gradient";
     case Status::comm_failed:
@@ -39,24 +39,6 @@ const char* to_string(Status status) noexcept {
 }
 
 namespace detail {
-
-namespace {
-
-/// Marks a per-iteration call as running; a second thread entering meanwhile is refused
-/// (Status::concurrent_call) instead of corrupting the iteration's state.
-struct CallGuard {
-  std::atomic<int>& flag;
-  bool ok;
-  explicit CallGuard(std::atomic<int>& f) noexcept
-      : flag(f), ok(f.exchange(1, std::memory_order_acquire) == 0) {}
-  ~CallGuard() {
-    if (ok) flag.store(0, std::memory_order_release);
-  }
-  CallGuard(const CallGuard&) = delete;
-  CallGuard& operator=(const CallGuard&) = delete;
-};
-
-}  // namespace
 
 Status RuntimeImpl::ready(std::size_t l) noexcept {
   const double t_in = now_s();
@@ -100,6 +82,7 @@ void RuntimeImpl::sparsify(std::size_t g) {
   GroupExchange& ex = *instance_->exchanges[g];
   Kokkos::Profiling::pushRegion(ex.region());
   const double cpu0 = begin_sparsify(g);
+  widen_gradient(g);    // bf16 / fp16 gradients (when the type is one)
   prepare_gradient(g);  // clipping, momentum correction (when on)
   ex.prepare(current);
   commit_momentum(g);
@@ -186,6 +169,7 @@ void RuntimeImpl::complete_group(std::size_t g, WaitStatus w) {
   p.group_done[g] = 1;
   p.exchanges[g]->complete(
       w, GroupReport{current, last_error, p.agg_start_s[g], p.agg_end_s[g], *p.engine});
+  narrow_aggregate(g);  // bf16 / fp16 gradients (when the type is one)
 }
 
 /// Every group is dealt with: the measured timeline, the stats, and the state of the next
@@ -238,7 +222,12 @@ std::size_t Runtime::num_layers() const noexcept {
 }
 
 GradientView Runtime::gradient(std::size_t l) const {
-  return impl_->layer_slice(impl_->flat_.grad, l, "gradient");
+  const auto& s = *impl_;
+  if (s.options.gradient_type != GradientType::fp32)
+    throw Error(std::string("omgs::Runtime::gradient: the gradient type is ") +
+                std::string(to_string(s.options.gradient_type)) + ": use gradient_" +
+                std::string(to_string(s.options.gradient_type)) + "(l)");
+  return s.layer_slice(s.flat_.grad, l, "gradient");
 }
 
 ConstGradientView Runtime::aggregated(std::size_t l) const {
@@ -268,13 +257,6 @@ Status Runtime::ready(std::size_t l) noexcept {
   if (!guard.ok) return Status::concurrent_call;
   if (!impl_->running()) return impl_->stopped_at_finalize();
   return impl_->ready(l);
-}
-
-Status Runtime::ready(std::size_t l, const ConstGradientView& grad) noexcept {
-  detail::CallGuard guard(impl_->in_call);
-  if (!guard.ok) return Status::concurrent_call;
-  if (!impl_->running()) return impl_->stopped_at_finalize();
-  return impl_->ready(l, grad);
 }
 
 IterationStats Runtime::finish() noexcept {

@@ -87,6 +87,20 @@ class RuntimeHost final : public LoopHost {
   RuntimeImpl& r_;
 };
 
+/// Marks a per-iteration call as running; a second thread entering meanwhile is refused
+/// (Status::concurrent_call) instead of corrupting the iteration's state.
+struct CallGuard {
+  std::atomic<int>& flag;
+  bool ok;
+  explicit CallGuard(std::atomic<int>& f) noexcept
+      : flag(f), ok(f.exchange(1, std::memory_order_acquire) == 0) {}
+  ~CallGuard() {
+    if (ok) flag.store(0, std::memory_order_release);
+  }
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+};
+
 class RuntimeImpl : SetupState, IterationState {
  public:
   RuntimeImpl(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions options);
@@ -179,6 +193,20 @@ class RuntimeImpl : SetupState, IterationState {
   void allocate_prep();
   void prepare_gradient(std::size_t g);
   void commit_momentum(std::size_t g);
+  // gradient_type.cpp: 16-bit gradients, widened into the fp32 gradient when a group is
+  // ready, the aggregated gradient narrowed back when it is applied.
+  void allocate_gradient16();
+  void widen_gradient(std::size_t g);
+  void narrow_aggregate(std::size_t g);
+  /// Layer l's slot of grad16 / agg16 as a view of T; throws naming the accessor unless
+  /// `type` is the one in force.
+  template <class T>
+  Kokkos::View<T*, DeviceMemory> slice16(const Kokkos::View<std::uint16_t*, DeviceMemory>& flat,
+                                         std::size_t l, GradientType type,
+                                         const char* accessor) const;
+  /// ready(l, view): the checks, then `copy` into layer l's slot, then ready(l).
+  template <class View>
+  Status ready_copy(std::size_t l, const View& grad, GradientType type) noexcept;
 
   std::vector<std::size_t> layer_offset;  // layer l's elements start here in the flat buffers
   FlatBuffers flat_;                      // allocated once (allocate_layers)

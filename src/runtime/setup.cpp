@@ -103,6 +103,7 @@ RuntimeImpl::RuntimeImpl(MPI_Comm user_comm, std::vector<LayerSpec> user_layers,
     check_sizes(first);  // before the flat buffers: their size is checked there
     allocate_layers();
     allocate_prep();
+    allocate_gradient16();
     loop_.start(options, layers.size(), measuring);
   } catch (const Error& e) {
     err = e.what();
@@ -181,6 +182,9 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
     if (options.pair_wire > PairWire::fp16)
       throw Error("omgs: pair_wire has an unknown value (" +
                   std::to_string(static_cast<int>(options.pair_wire)) + ")");
+    if (options.gradient_type > GradientType::fp16)
+      throw Error("omgs: gradient_type has an unknown value (" +
+                  std::to_string(static_cast<int>(options.gradient_type)) + ")");
     bool all_zero = true;
     for (const LayerSpec& l : layers) all_zero = all_zero && l.backward_s == 0.0;
     measuring = options.backward_times == BackwardTimes::measure ||
@@ -236,7 +240,8 @@ void RuntimeImpl::check_agreement() {
                                            double_bits(options.momentum),
                                            double_bits(options.clip_norm),
                                            static_cast<std::uint64_t>(options.pair_wire),
-                                           static_cast<std::uint64_t>(options.dense_allreduce)};
+                                           static_cast<std::uint64_t>(options.dense_allreduce),
+                                           static_cast<std::uint64_t>(options.gradient_type)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -272,7 +277,8 @@ void RuntimeImpl::check_agreement() {
                         "momentum",
                         "clip_norm",
                         "pair_wire",
-                        "dense_allreduce"};
+                        "dense_allreduce",
+                        "gradient_type"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +

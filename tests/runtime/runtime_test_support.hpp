@@ -46,6 +46,18 @@ inline void spin_for(double seconds) {
   }
 }
 
+/// Rank 0 writes `text` to `path` (e.g. a performance model); every rank returns after it.
+inline std::string write_on_rank0(const std::string& path, const char* text) {
+  if (world_rank() == 0) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) MPI_Abort(MPI_COMM_WORLD, 1);
+    std::fputs(text, f);
+    std::fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return path;
+}
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;

@@ -32,19 +32,10 @@ std::vector<omgs::LayerSpec> layers() {
 
 /// An alpha-beta model for any P (the reference one knows P = 2 .. 16 only).
 std::string model_path() {
-  static const std::string path = [] {
-    const std::string p = "omgs_test_pair_wire_perf.json";
-    if (world_rank() == 0) {
-      std::FILE* f = std::fopen(p.c_str(), "wb");
-      REQUIRE(f != nullptr);
-      std::fputs(R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 0, "c1_s": 1e-9},
-            "allgather": [], "allgather_formula": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9}})",
-                 f);
-      std::fclose(f);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    return p;
-  }();
+  static const std::string path = omgs_test::write_on_rank0(
+      "omgs_test_pair_wire_perf.json",
+      R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 0, "c1_s": 1e-9},
+          "allgather": [], "allgather_formula": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9}})");
   return path;
 }
 
