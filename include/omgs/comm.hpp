@@ -86,6 +86,15 @@ struct IdleOptions {
   double max_sleep_s = 500e-6;  ///< bound of the doubling sleep (not below sleep_s)
 };
 
+/// How a sparse group's pairs travel (docs/api.md, "Pair wire"): `pairs8` the 8-byte
+/// (index, value) pairs; fp32 / bf16 / fp16 the compact pair format (<omgs/pair_format.hpp>,
+/// about 5.5-5.9 / 3.4-3.9 bytes per pair), bf16 and fp16 rounding the values with the
+/// rounding error kept in the residual.
+enum class PairWire : std::uint8_t { pairs8, fp32, bf16, fp16 };
+OMGS_EXPORT std::string_view to_string(PairWire wire);
+/// "pairs8" | "fp32" | "bf16" | "fp16"; throws omgs::Error naming the value otherwise.
+OMGS_EXPORT PairWire parse_pair_wire(std::string_view name);
+
 /// Caller-owned buffers of one merged group. Each rank contributes up to k pairs from
 /// `send`; `recv` receives the pairs of all P ranks, rank r's at recv_displs(g)[r].
 /// Both must stay valid (and not be written while the group is in flight) for the
@@ -105,11 +114,15 @@ struct GroupBuffers {
   /// driven by the progress thread beside the other groups' collectives). Each rank submits
   /// up to k pairs from `send` (indices below sparse_numel); about k of the pairs' sums
   /// survive, and every rank receives the same survivors, sorted by index, in `recv`
-  /// (recv_total(g) of them, at most P * k); `dropped` receives this rank's pairs whose
-  /// index did not survive (dropped_total(g), at most k), for its residual. Host buffers or
-  /// staging: the exchange runs on the host.
+  /// (recv_total(g) of them, at most P * k); `dropped` receives what this rank's residual
+  /// takes back (dropped_total(g) pairs: at most k with PairWire::pairs8, this rank's pairs
+  /// whose index did not survive; at most k + P k with a compact pair_wire, which adds the
+  /// rounding errors: SparseAllreduce::dropped()). Host buffers or staging: the exchange
+  /// runs on the host.
   std::size_t sparse_numel = 0;
-  SparsePair* dropped = nullptr;  ///< k pairs (in options.buffer_space)
+  SparsePair* dropped = nullptr;  ///< k (pairs8) or k + P k pairs (in options.buffer_space)
+  /// How a sparse-allreduce group's pairs travel (every rank must agree).
+  PairWire pair_wire = PairWire::pairs8;
 };
 
 /// Copies `bytes` between host and device memory (the runtime passes e.g. a
@@ -178,6 +191,9 @@ struct GroupStats {
   std::uint64_t bytes_sent = 0;      ///< cumulative, this rank's contribution
   std::uint64_t bytes_received = 0;  ///< cumulative, all ranks' pairs
   std::uint64_t post_errors = 0;     ///< failed attempts to post (each retried)
+  /// A sparse-allreduce group's pairs this rank sent (to the regions' owners, and its
+  /// region's survivors) and their bytes on the wire, cumulative; 0 for other groups.
+  std::uint64_t pairs_sent = 0, pair_bytes_sent = 0;
 };
 
 /// When group g's last exchange happened, in seconds of the steady clock

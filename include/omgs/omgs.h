@@ -96,8 +96,9 @@ typedef struct omgs_options {
   int warmup_stages;          /* >= 1; default 4 */
   double momentum;            /* in [0, 1); default 0: off */
   double clip_norm;           /* >= 0; default 0: off */
-  /* The allgather groups' wire format: "pairs8" (default; NULL keeps it), "fp32", "bf16",
-   * "fp16" (the compact pair format, docs/api.md "Pair wire"). OMGS_PAIR_WIRE wins. */
+  /* The sparse groups' wire format (allgather and sparse allreduce): "pairs8" (default; NULL
+   * keeps it), "fp32", "bf16", "fp16" (the compact pair format, docs/api.md "Pair wire").
+   * OMGS_PAIR_WIRE wins. */
   const char* pair_wire;
   /* How the dense groups are allreduced: "automatic" (default: a short measurement at
    * creation picks the faster of MPI_Iallreduce and a blocking MPI_Allreduce by the
@@ -125,7 +126,8 @@ typedef struct omgs_iteration_stats {
   int refitted;              /* the model was refitted after this iteration */
   /* The calling thread's CPU time in the sparsify steps (IterationStats::sparsify_cpu_s). */
   double sparsify_cpu_s;
-  /* The allgather groups' pairs sent and their bytes per pair on the wire (8 for pairs8). */
+  /* The sparse groups' pairs sent and their bytes per pair on the wire (8 for pairs8):
+   * IterationStats::pairs_sent. */
   uint64_t pairs_sent;
   double bytes_per_pair;
 } omgs_iteration_stats;

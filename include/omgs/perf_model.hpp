@@ -137,11 +137,13 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   /// Bytes each rank receives in the allgather of a group of numel elements.
   static double bytes_received(std::uint64_t numel, int workers, double density);
   /// Bytes each rank moves in the sparse allreduce (detail::SparseAllreduce) of a group:
-  ///   (P - 1) / P * (16 k + 32768) + 16 (P - 1),
-  /// its k pairs of 8 bytes sent to their regions' owners and about k reduced survivors
-  /// gathered back (16 k), two 8 KiB histogram allreduces (ring: 2 * 2 * 8192), and the
-  /// per-peer counts (alltoall and allgather, 8 bytes each way).
-  static double sparse_allreduce_bytes(std::uint64_t numel, int workers, double density);
+  ///   (P - 1) / P * (2 k pair_bytes + 32768) + 16 (P - 1),
+  /// its k pairs sent to their regions' owners and about k reduced survivors gathered back
+  /// (2 k pairs of pair_bytes: 8 for the 8-byte pairs, the compact format's bytes per pair
+  /// for RuntimeOptions::pair_wire), two 8 KiB histogram allreduces (ring: 2 * 2 * 8192),
+  /// and the per-peer counts (alltoall and allgather, 8 bytes each way).
+  static double sparse_allreduce_bytes(std::uint64_t numel, int workers, double density,
+                                       double pair_bytes = 8.0);
 
   double topk_s(std::uint64_t numel) const override;
   double allgather_s(std::uint64_t numel, int workers, double density) const override;
@@ -201,9 +203,9 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   void derive_sparse_allreduce();
 
  public:
-  /// This model with the allgather moving `bytes` per pair instead of 8 (the compact pair
-  /// format's, RuntimeOptions::pair_wire; the fitted beta stays per byte). Not saved in the
-  /// JSON. Throws unless 0 < bytes <= 64.
+  /// This model with the sparse exchanges (allgather and sparse allreduce) moving `bytes` per
+  /// pair instead of 8 (the compact pair format's, RuntimeOptions::pair_wire; the fitted
+  /// beta stays per byte). Not saved in the JSON. Throws unless 0 < bytes <= 64.
   AlphaBetaModel with_pair_bytes(double bytes) const;
   double pair_bytes() const noexcept { return pair_bytes_; }
 

@@ -55,15 +55,6 @@ enum class TimeoutAction {
   abort,   ///< print the report on stderr and MPI_Abort the job
 };
 
-/// How the allgather groups' pairs travel (docs/api.md, "Pair wire"): `pairs8` the 8-byte
-/// (index, value) pairs; fp32 / bf16 / fp16 the compact pair format (<omgs/pair_format.hpp>,
-/// about 5.5-5.9 / 3.4-3.9 bytes per pair), bf16 and fp16 rounding the values with the
-/// rounding error kept in the residual.
-enum class PairWire : std::uint8_t { pairs8, fp32, bf16, fp16 };
-OMGS_EXPORT std::string_view to_string(PairWire wire);
-/// "pairs8" | "fp32" | "bf16" | "fp16"; throws omgs::Error naming the value otherwise.
-OMGS_EXPORT PairWire parse_pair_wire(std::string_view name);
-
 struct RuntimeOptions {
   double density = 0.001;  ///< fraction of each group's entries that is sent
   /// How layers are merged into groups, and (mgs_mixed, optimal, dense, mixed with a model
@@ -151,7 +142,8 @@ struct RuntimeOptions {
   /// and counted).
   std::size_t trace_max_events = std::size_t{1} << 18;
 
-  /// The allgather groups' wire format; OMGS_PAIR_WIRE wins. Every rank must agree.
+  /// The sparse groups' wire format (allgather and sparse allreduce; PairWire, comm.hpp);
+  /// OMGS_PAIR_WIRE wins. Every rank must agree.
   PairWire pair_wire = PairWire::pairs8;
 
   /// The element type of the gradient views (docs/api.md, "16-bit gradients"): fp32, or bf16
@@ -213,8 +205,10 @@ struct IterationStats {
   std::uint32_t model_generation = 0;  ///< +1 at each refit of the performance model
   std::uint32_t plan_generation = 0;   ///< +1 at each change of plan (profiling, closed loop)
   bool refitted = false;               ///< the model was refitted after this iteration
-  /// The allgather groups' pairs this rank sent, and their bytes per pair on the wire (8
-  /// for PairWire::pairs8; 0 without pairs).
+  /// The pairs this rank sent, and their bytes per pair on the wire (8 for
+  /// PairWire::pairs8; 0 without pairs): an allgather group's k pairs, a sparse-allreduce
+  /// group's pairs to the regions' owners and its region's survivors (counts and histograms
+  /// are not pairs).
   std::uint64_t pairs_sent = 0;
   double bytes_per_pair = 0.0;
 };

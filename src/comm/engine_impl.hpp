@@ -53,6 +53,7 @@ struct GroupState {
   // Statistics, relaxed atomics: written by [P] / submitter, read by stats().
   std::atomic<std::uint64_t> posts{0}, completions{0}, bytes_sent{0}, bytes_received{0};
   std::atomic<std::uint64_t> post_errors{0};
+  std::atomic<std::uint64_t> pairs_sent{0}, pair_bytes_sent{0};
   std::atomic<std::uint64_t> post_seq{0};  // [P] writes: the exchange's number (1-based)
   std::atomic<double> last_submit_s{0}, last_post_s{0}, last_complete_s{0};  // now_s()
 };

@@ -170,6 +170,8 @@ GroupStats EngineImpl::group_stats(int g) const noexcept {
   o.bytes_sent = s.bytes_sent.load(std::memory_order_relaxed);
   o.bytes_received = s.bytes_received.load(std::memory_order_relaxed);
   o.post_errors = s.post_errors.load(std::memory_order_relaxed);
+  o.pairs_sent = s.pairs_sent.load(std::memory_order_relaxed);
+  o.pair_bytes_sent = s.pair_bytes_sent.load(std::memory_order_relaxed);
   return o;
 }
 

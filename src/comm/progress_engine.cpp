@@ -248,6 +248,8 @@ void EngineImpl::on_request_done(int g) noexcept {
   s.last_complete_s.store(now_s(), std::memory_order_relaxed);
   s.bytes_sent.fetch_add(s.wire->bytes_sent(s), std::memory_order_relaxed);
   s.bytes_received.fetch_add(s.wire->bytes_received(s), std::memory_order_relaxed);
+  s.pairs_sent.fetch_add(s.wire->pairs_sent(s), std::memory_order_relaxed);
+  s.pair_bytes_sent.fetch_add(s.wire->pair_bytes_sent(s), std::memory_order_relaxed);
   groups_completed_.fetch_add(1, std::memory_order_relaxed);
   // The queue's release/acquire hands counts/displs/total and the received data to the
   // owner. It cannot be full: at most one item per group is outstanding and cap >= 2G.

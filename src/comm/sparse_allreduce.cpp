@@ -1,89 +1,13 @@
 // The sparse allreduce's non-blocking exchange (include/omgs/detail/sparse_allreduce.hpp).
-#include <omgs/detail/sparse_allreduce.hpp>
-
-#include <algorithm>
 #include <chrono>
-#include <climits>
-#include <string>
 #include <thread>
 
-#include <omgs/detail/sparse_allreduce_steps.hpp>
-#include <omgs/error.hpp>
-
-#include "comm/collectives.hpp"
+#include "comm/sparse_allreduce_impl.hpp"
 
 namespace omgs::detail {
 
 namespace sa = sparse_allreduce;
 using Phase = SparseAllreduce::Phase;
-
-struct SparseAllreduce::Impl {
-  OwnedComm comm;
-  MPI_Datatype pair_type = MPI_DATATYPE_NULL;
-  std::uint64_t n = 0, k = 0;
-  int rank = 0, size = 1;
-  Phase phase = Phase::idle;
-  std::vector<std::uint64_t> bounds;
-  std::vector<SparsePair> own, binned, received, reduced, local, survivors, dropped;
-  std::vector<int> send_counts, recv_counts, send_displs, recv_displs;
-  std::vector<std::int64_t> coarse_hist, fine_hist;
-  std::vector<std::uint64_t> sort_keys;  // reduce_by_index's scratch
-  sa::CoarsePick pick;
-  int local_count = 0;
-  std::string local_error;  // this rank's bad input, reported by every rank in post_pairs
-  std::vector<MPI_Request> requests;
-  Stats stats;
-
-  Impl(MPI_Comm c, std::uint64_t n_, std::uint64_t k_)
-      : comm(c, /*errors_return=*/true), n(n_), k(k_), rank(comm.rank()), size(comm.size()) {}
-
-  void check(int rc, const char* what) const {
-    if (rc == MPI_SUCCESS) return;
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, text, &len);
-    throw Error(std::string("omgs: sparse allreduce: ") + what +
-                " failed: " + std::string(text, static_cast<std::size_t>(len)));
-  }
-  MPI_Request* next_request() {
-    requests.push_back(MPI_REQUEST_NULL);
-    return &requests.back();
-  }
-  static int displs(const std::vector<int>& counts, std::vector<int>& out, const char* what) {
-    out.assign(counts.size(), 0);
-    long long at = 0;
-    for (std::size_t r = 0; r < counts.size(); ++r) {
-      out[r] = static_cast<int>(at);
-      at += counts[r];
-      if (counts[r] < 0 || at > INT_MAX)
-        throw Error(std::string("omgs: sparse allreduce: ") + what +
-                    " exceed 2^31-1 pairs or are negative");
-    }
-    return static_cast<int>(at);
-  }
-
-  /// Room for any exchange, so that a warm exchange never allocates (a progress thread's
-  /// iteration must not): a region receives at most P k pairs, fewer than n distinct.
-  void reserve() {
-    const auto p = static_cast<std::uint64_t>(size);
-    const auto most = static_cast<std::size_t>(std::min(n, p * k));
-    for (auto* v : {&received, &reduced, &local, &survivors}) v->reserve(most);
-    for (auto* v : {&own, &binned, &dropped}) v->reserve(static_cast<std::size_t>(k));
-    sort_keys.reserve(most);
-    requests.reserve(2 * static_cast<std::size_t>(size) + 1);
-    for (auto* v : {&send_counts, &recv_counts, &send_displs, &recv_displs})
-      v->reserve(static_cast<std::size_t>(size));
-    coarse_hist.reserve(sa::hist_bins);
-    fine_hist.reserve(sa::hist_bins);
-  }
-  void post_counts();
-  void post_pairs();
-  void post_histogram(bool fine);
-  void post_survivor_counts(std::uint32_t threshold);
-  void post_survivors();
-  void finish();
-  void advance();  // the requests of `phase` are complete: post the next step
-};
 
 void SparseAllreduce::Impl::post_counts() {
   // Bad input still takes part in the counts' exchange, as -1 to every rank, so that every
@@ -95,6 +19,7 @@ void SparseAllreduce::Impl::post_counts() {
     local_error = e.what();
     send_counts.assign(static_cast<std::size_t>(size), -1);
   }
+  if (compact() && local_error.empty()) sort_segments();
   recv_counts.assign(static_cast<std::size_t>(size), 0);
   stats = {};
   stats.bytes_sent = stats.bytes_received = static_cast<std::uint64_t>(size - 1) * sizeof(int);
@@ -118,6 +43,7 @@ void SparseAllreduce::Impl::post_pairs() {
   const auto me = static_cast<std::size_t>(rank);
   std::copy_n(binned.begin() + send_displs[me], send_counts[me],
               received.begin() + recv_displs[me]);
+  if (compact()) return post_compact_pairs();
   for (int r = 0; r < size; ++r) {
     const auto s = static_cast<std::size_t>(r);
     if (r == rank || recv_counts[s] == 0) continue;
@@ -134,6 +60,8 @@ void SparseAllreduce::Impl::post_pairs() {
                     0, comm.get(), next_request()),
           "MPI_Isend of a region's pairs");
     stats.bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
+    stats.pairs_sent += static_cast<std::uint64_t>(send_counts[d]);
+    stats.pair_bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
   }
   phase = Phase::pairs;
 }
@@ -152,6 +80,7 @@ void SparseAllreduce::Impl::post_histogram(bool fine) {
 
 void SparseAllreduce::Impl::post_survivor_counts(std::uint32_t threshold) {
   sa::select_at_or_above(reduced, threshold, local);
+  if (compact()) round_local();
   local_count = static_cast<int>(local.size());
   recv_counts.assign(static_cast<std::size_t>(size), 0);
   stats.bytes_sent += sizeof(int);
@@ -165,7 +94,10 @@ void SparseAllreduce::Impl::post_survivor_counts(std::uint32_t threshold) {
 void SparseAllreduce::Impl::post_survivors() {
   const int total = displs(recv_counts, recv_displs, "the survivors");
   survivors.resize(static_cast<std::size_t>(total));
+  if (compact()) return post_compact_survivors();
   stats.bytes_sent += static_cast<std::uint64_t>(local_count) * sizeof(SparsePair);
+  stats.pairs_sent += static_cast<std::uint64_t>(local_count);
+  stats.pair_bytes_sent += static_cast<std::uint64_t>(local_count) * sizeof(SparsePair);
   stats.bytes_received += static_cast<std::uint64_t>(total - local_count) * sizeof(SparsePair);
   check(MPI_Iallgatherv(local.data(), local_count, pair_type, survivors.data(), recv_counts.data(),
                         recv_displs.data(), pair_type, comm.get(), next_request()),
@@ -174,7 +106,12 @@ void SparseAllreduce::Impl::post_survivors() {
 }
 
 void SparseAllreduce::Impl::finish() {
-  sa::not_among(own.data(), own.size(), survivors, dropped);
+  if (compact()) {
+    decode_survivors();
+    returned_compact();
+  } else {
+    sa::not_among(own.data(), own.size(), survivors, dropped);
+  }
   stats.survivors = survivors.size();
   sa::balanced_bounds(survivors, n, size, bounds);
   phase = Phase::done;
@@ -187,6 +124,7 @@ void SparseAllreduce::Impl::advance() {
       post_pairs();
       break;
     case Phase::pairs:
+      if (compact()) decode_received();
       sa::reduce_by_index(received, reduced, sort_keys);
       post_histogram(false);
       break;
@@ -212,18 +150,28 @@ void SparseAllreduce::Impl::advance() {
   }
 }
 
-SparseAllreduce::SparseAllreduce(MPI_Comm comm, std::uint64_t n, std::uint64_t k)
-    : impl_(std::make_unique<Impl>(comm, n, k)) {
-  std::vector<std::uint64_t> mine = {n, k}, mx, mn;
+SparseAllreduce::SparseAllreduce(MPI_Comm comm, std::uint64_t n, std::uint64_t k, PairWire wire)
+    : impl_(std::make_unique<Impl>(comm, n, k, wire)) {
+  std::vector<std::uint64_t> mine = {n, k, static_cast<std::uint64_t>(wire)}, mx, mn;
   max_min(impl_->comm.get(), mine, mx, mn);
   std::string err;
-  if (mx != mn)
+  if (mx[0] != mn[0] || mx[1] != mn[1])
     err = "omgs: sparse allreduce: the ranks disagree on the group (elements " +
           std::to_string(mn[0]) + ".." + std::to_string(mx[0]) + ", k " + std::to_string(mn[1]) +
           ".." + std::to_string(mx[1]) + ")";
+  else if (mx[2] != mn[2])
+    err = "omgs: sparse allreduce: the ranks disagree on pair_wire (" +
+          std::string(omgs::to_string(static_cast<PairWire>(mn[2]))) + " and " +
+          std::string(omgs::to_string(static_cast<PairWire>(mx[2]))) + ")";
   else if (n > (std::uint64_t{1} << 32))
     err = "omgs: sparse allreduce: a group of " + std::to_string(n) +
           " elements is over 2^32 (indices are 32-bit)";
+  else if (wire != PairWire::pairs8 && n > 0xffffffffu)
+    err = "omgs: sparse allreduce: a group of " + std::to_string(n) +
+          " elements is over 2^32 - 1, the compact pair format's limit";
+  else if (wire > PairWire::fp16)
+    err = "omgs: sparse allreduce: pair_wire has an unknown value (" +
+          std::to_string(static_cast<int>(wire)) + ")";
   if (!err.empty()) throw Error(err);  // every rank saw the same max and min
   MPI_Type_contiguous(static_cast<int>(sizeof(SparsePair)), MPI_BYTE, &impl_->pair_type);
   MPI_Type_commit(&impl_->pair_type);

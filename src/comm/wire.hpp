@@ -67,6 +67,10 @@ class Wire {
   /// Bytes of the exchange just completed: this rank's contribution, and what it received.
   virtual std::uint64_t bytes_sent(const GroupState& s) const noexcept = 0;
   virtual std::uint64_t bytes_received(const GroupState& s) const noexcept = 0;
+  /// A sparse allreduce's pairs this rank sent in the exchange just completed, and their
+  /// bytes (GroupStats::pairs_sent); 0 for the other wires.
+  virtual std::uint64_t pairs_sent(const GroupState& /*s*/) const noexcept { return 0; }
+  virtual std::uint64_t pair_bytes_sent(const GroupState& /*s*/) const noexcept { return 0; }
 };
 
 /// The pairs of every rank gathered on every rank (MPI_Iallgatherv of SparsePair): send,

@@ -27,7 +27,11 @@ constexpr std::uint64_t sparse_allreduce_tag = std::uint64_t{1} << 62;
 class SparseAllreduceWire final : public Wire {
  public:
   explicit SparseAllreduceWire(const GroupBuffers& b)
-      : buffers_(b.send, b.recv), dropped_(b.dropped), k_(b.k), n_(b.sparse_numel) {}
+      : buffers_(b.send, b.recv),
+        dropped_(b.dropped),
+        k_(b.k),
+        n_(b.sparse_numel),
+        pair_wire_(b.pair_wire) {}
 
   std::string check(int g, int ranks) const override {
     const std::string group = "group " + std::to_string(g) + ": ";
@@ -49,8 +53,9 @@ class SparseAllreduceWire final : public Wire {
 
   void init(const WireContext& ctx, bool staging, int ranks) override {
     // The ranks agreed on n and k (agree_on_groups): the constructor's check cannot fail.
-    exchange_ = std::make_unique<SparseAllreduce>(ctx.comm, n_, k_);
+    exchange_ = std::make_unique<SparseAllreduce>(ctx.comm, n_, k_, pair_wire_);
     capacity_ = k_ * static_cast<std::size_t>(ranks);
+    dropped_capacity_ = pair_wire_ == PairWire::pairs8 ? k_ : k_ + capacity_;
     // What arrives is the exchange's own (survivors, dropped): only the send side mirrors.
     buffers_.init(staging, k_, 0);
   }
@@ -84,8 +89,9 @@ class SparseAllreduceWire final : public Wire {
     }
     const auto& survivors = exchange_->survivors();
     const auto& dropped = exchange_->dropped();
-    // The survivors are among the P ranks' pairs (<= P k), the dropped among ours (<= k).
-    if (survivors.size() > capacity_ || dropped.size() > k_)
+    // The survivors are among the P ranks' pairs (<= P k), the dropped among ours (<= k)
+    // and, with a compact wire, our region's survivors.
+    if (survivors.size() > capacity_ || dropped.size() > dropped_capacity_)
       return fail("omgs: sparse allreduce: " + std::to_string(survivors.size()) + " survivors or " +
                   std::to_string(dropped.size()) + " dropped pairs exceed the buffers");
     s.total = static_cast<int>(survivors.size());
@@ -107,6 +113,12 @@ class SparseAllreduceWire final : public Wire {
   std::uint64_t bytes_received(const GroupState& s) const noexcept override {
     return s.failed ? 0 : exchange_->stats().bytes_received;
   }
+  std::uint64_t pairs_sent(const GroupState& s) const noexcept override {
+    return s.failed ? 0 : exchange_->stats().pairs_sent;
+  }
+  std::uint64_t pair_bytes_sent(const GroupState& s) const noexcept override {
+    return s.failed ? 0 : exchange_->stats().pair_bytes_sent;
+  }
 
  private:
   /// The exchange's own error (a pair outside the group, an MPI step that failed) is named
@@ -120,7 +132,8 @@ class SparseAllreduceWire final : public Wire {
   SparsePair* dropped_;
   std::size_t k_;
   std::uint64_t n_;
-  std::size_t capacity_ = 0;
+  PairWire pair_wire_;
+  std::size_t capacity_ = 0, dropped_capacity_ = 0;
   std::unique_ptr<SparseAllreduce> exchange_;
 };
 

@@ -66,7 +66,7 @@ double table_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double
   if (kind == CollectiveKind::allgather)
     return AlphaBetaModel::bytes_received(numel, workers, density) * (pair_bytes / 8.0);
   if (kind == CollectiveKind::sparse_allreduce)
-    return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density);
+    return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density, pair_bytes);
   return element_bytes * static_cast<double>(numel);
 }
 
@@ -76,7 +76,7 @@ double wire_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double 
   if (kind == CollectiveKind::allgather)
     return others * static_cast<double>(selected_count(numel, density)) * pair_bytes;
   if (kind == CollectiveKind::sparse_allreduce)
-    return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density);
+    return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density, pair_bytes);
   return 2.0 * others / static_cast<double>(workers) * element_bytes * static_cast<double>(numel);
 }
 

@@ -17,11 +17,12 @@ double PerfModel::sparse_allreduce_s(std::uint64_t, int workers, double) const {
               "\"allgather_formula\" and \"allreduce_formula\" to derive it from)");
 }
 
-double AlphaBetaModel::sparse_allreduce_bytes(std::uint64_t numel, int workers, double density) {
+double AlphaBetaModel::sparse_allreduce_bytes(std::uint64_t numel, int workers, double density,
+                                              double pair_bytes) {
   const double p = static_cast<double>(workers);
   const double k = static_cast<double>(selected_count(numel, density));
   constexpr double histograms = 2.0 * 2.0 * 8192.0;  // two 8 KiB ring allreduces
-  return (p - 1.0) / p * (16.0 * k + histograms) + 16.0 * (p - 1.0);
+  return (p - 1.0) / p * (2.0 * pair_bytes * k + histograms) + 16.0 * (p - 1.0);
 }
 
 void AlphaBetaModel::derive_sparse_allreduce() {
@@ -42,8 +43,9 @@ bool AlphaBetaModel::knows_sparse_allreduce(int workers) const {
 }
 
 double AlphaBetaModel::sparse_allreduce_s(std::uint64_t numel, int workers, double density) const {
-  const auto t = detail::collective_time(
-      sparse_effective_, detail::CollectiveKind::sparse_allreduce, numel, workers, density);
+  const auto t =
+      detail::collective_time(sparse_effective_, detail::CollectiveKind::sparse_allreduce, numel,
+                              workers, density, allreduce_element_bytes_, pair_bytes_);
   if (!t) return PerfModel::sparse_allreduce_s(numel, workers, density);  // throws
   return *t;
 }

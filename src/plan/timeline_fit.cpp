@@ -65,7 +65,8 @@ GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::si
 
 TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
                        double density, const LinearFit& prior_topk,
-                       const LinearFit& prior_allgather, const LinearFit& prior_sparse_allreduce) {
+                       const LinearFit& prior_allgather, const LinearFit& prior_sparse_allreduce,
+                       double sar_pair_bytes) {
   // Dense groups have no top-k and no sparse exchange: their points are not of this family.
   // Both sparse exchanges follow the same top-k; each has its own communication line.
   std::vector<double> n, sparsify, bytes, allgather, sar_bytes, sar;
@@ -77,7 +78,8 @@ TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& poin
     sparsify.push_back(points.sparsify_s[i]);
     distinct.insert(g.numel);
     if (g.collective == Collective::sparse_allreduce) {
-      sar_bytes.push_back(AlphaBetaModel::sparse_allreduce_bytes(g.numel, workers, density));
+      sar_bytes.push_back(
+          AlphaBetaModel::sparse_allreduce_bytes(g.numel, workers, density, sar_pair_bytes));
       sar.push_back(points.allgather_s[i]);
       distinct_sar.insert(g.numel);
       continue;

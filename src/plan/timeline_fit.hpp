@@ -49,11 +49,12 @@ GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::si
 /// `prior_allgather.c0` (capped at the measured cost) and only the slopes are fitted.
 /// Groups of Collective::sparse_allreduce pay the same top-k and are fitted like the sparse
 /// ones, their communication on its own line (TimelineFit::sparse_allreduce, intercept from
-/// `prior_sparse_allreduce` when they have one size only).
+/// `prior_sparse_allreduce` when they have one size only), its bytes counted with
+/// `sar_pair_bytes` per pair (the pair wire in force when the points were measured).
 TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
                        double density, const LinearFit& prior_topk,
                        const LinearFit& prior_allgather,
-                       const LinearFit& prior_sparse_allreduce = {});
+                       const LinearFit& prior_sparse_allreduce = {}, double sar_pair_bytes = 8.0);
 
 /// group_medians, then fit_points: fits top-k and allgather costs to `count` measured timelines of
 /// the plan `groups` (each timeline has groups.size() entries). Each group is represented by the

@@ -28,8 +28,11 @@ void RuntimeImpl::check_sizes(const Plan& plan) const {
     const std::uint64_t k = selected_count(gr.numel, density_now), p = size;
     pairs += k * (1 + p);
     // A sparse allreduce's dropped pairs, and its exchange's room (received, reduced, local,
-    // survivors and the sort keys: each up to min(P k, n) 8-byte items, detail/sparse_allreduce).
-    if (gr.collective == Collective::sparse_allreduce) pairs += k + 5 * std::min(p * k, gr.numel);
+    // survivors and the sort keys: each up to min(P k, n) 8-byte items, detail/sparse_allreduce);
+    // a compact pair wire adds P k dropped pairs (rounding errors) and its blocks (about 4
+    // more such buffers at most).
+    if (gr.collective == Collective::sparse_allreduce)
+      pairs += k + (options.pair_wire == PairWire::pairs8 ? 5 : 10) * std::min(p * k, gr.numel);
     max_n = std::max<std::uint64_t>(max_n, gr.numel);
   }
   // gradient + residual (two buffers) + aggregated (+ velocity, + 16-bit ones), the pairs, the

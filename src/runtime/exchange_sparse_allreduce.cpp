@@ -5,7 +5,10 @@
 // this rank's pairs that did not survive back into its residual, so no gradient mass is
 // lost. A rank that cannot contribute (non-finite values) sends NaN values, which survive
 // the global selection (the largest magnitude key) and are seen by every rank, so every rank
-// skips the group together, each keeping its selection in its residual.
+// skips the group together, each keeping its selection in its residual. With a compact
+// RuntimeOptions::pair_wire the engine sends the compact pair format, and its dropped pairs
+// also carry what bf16 / fp16 rounded away (this rank's sent values, its region's sums), so
+// the residual keeps it.
 #include <omgs/detail/kokkos_helpers.hpp>
 
 #include "runtime/exchange_topk.hpp"
@@ -21,13 +24,17 @@ class SparseAllreduceExchange final : public TopkExchange {
     // The survivors are among the P ranks' pairs: at most P k.
     recv_ = kernels::PairView("omgs::sparse_allreduce_survivors",
                               k_ * static_cast<std::size_t>(ctx.ranks));
-    dropped_ = kernels::PairView("omgs::sparse_allreduce_dropped", k_);
+    // This rank's pairs, and with a compact wire its region's rounding errors (<= P k).
+    const std::size_t back =
+        ctx.pair_wire == PairWire::pairs8 ? k_ : k_ * (1 + static_cast<std::size_t>(ctx.ranks));
+    dropped_ = kernels::PairView("omgs::sparse_allreduce_dropped", back);
   }
 
   GroupBuffers wire() const override {
     GroupBuffers b{send_.data(), recv_.data(), k_};
     b.sparse_numel = slice_.numel;
     b.dropped = dropped_.data();
+    b.pair_wire = ctx_.pair_wire;
     return b;
   }
   // Known only once the exchange completes (it depends on where the pairs fall and how
@@ -53,6 +60,8 @@ class SparseAllreduceExchange final : public TopkExchange {
     const GroupStats now = r.engine.group_stats(g);
     r.stats.bytes_sent += now.bytes_sent - last_.bytes_sent;
     r.stats.bytes_received += now.bytes_received - last_.bytes_received;
+    count_pairs(r.stats, now.pairs_sent - last_.pairs_sent,
+                now.pair_bytes_sent - last_.pair_bytes_sent);
     last_ = now;
     if (w != WaitStatus::ok) {
       skip();
@@ -83,7 +92,7 @@ class SparseAllreduceExchange final : public TopkExchange {
   }
 
  private:
-  kernels::PairView recv_, dropped_;  // P * k survivors, k of this rank's pairs
+  kernels::PairView recv_, dropped_;  // P * k survivors, k (+ P k) to take back
   GroupStats last_;                   // the engine's cumulative counts at the last completion
 };
 

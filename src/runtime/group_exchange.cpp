@@ -30,4 +30,12 @@ std::string collective_failure(WaitStatus w) {
                                  : "was never submitted";
 }
 
+void count_pairs(IterationStats& st, std::uint64_t pairs, std::uint64_t bytes) {
+  if (pairs == 0) return;
+  const double before = static_cast<double>(st.pairs_sent);
+  st.pairs_sent += pairs;
+  st.bytes_per_pair = (st.bytes_per_pair * before + static_cast<double>(bytes)) /
+                      static_cast<double>(st.pairs_sent);
+}
+
 }  // namespace omgs::detail

@@ -19,10 +19,9 @@
 #include <omgs/runtime.hpp>
 #include <omgs/select.hpp>
 
-namespace omgs::detail {
+#include "comm/pair_codec.hpp"
 
-/// The compact pair format's value type of a pair wire (fp32 for pairs8 and fp32).
-WireValues wire_values(PairWire wire);
+namespace omgs::detail {
 
 /// The per-element buffers every exchange works in, allocated once at construction (the
 /// residual in two buffers: ExchangeContext::swapped says which is current).
@@ -59,7 +58,7 @@ struct ExchangeContext {
   Kokkos::View<int*, DeviceMemory> bad_blocks;  // count kernels, allocated once
   Kokkos::View<int*, DeviceMemory>::HostMirror bad_blocks_host;
   const ExecSpace& exec() const { return selector->execution_space_instance(); }
-  PairWire pair_wire = PairWire::pairs8;  ///< the allgather groups' wire format
+  PairWire pair_wire = PairWire::pairs8;  ///< the sparse groups' wire format
 };
 
 /// Where a group's completion reports: the iteration's stats and error, its aggregate
@@ -124,6 +123,10 @@ class GroupExchange {
 
 /// "completed with an MPI error; ..." or "was never submitted", for failure messages.
 std::string collective_failure(WaitStatus w);
+
+/// `pairs` more pairs sent in `bytes`: IterationStats::pairs_sent and the running
+/// bytes_per_pair over them.
+void count_pairs(IterationStats& st, std::uint64_t pairs, std::uint64_t bytes);
 
 /// The registration: the exchange of a group of the plan (by Group::collective).
 std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice slice,

@@ -1,9 +1,8 @@
-// The names of RuntimeOptions::pair_wire (runtime.hpp) and its value type on the wire.
+// The names of RuntimeOptions::pair_wire (PairWire, comm.hpp); its value type on the wire is
+// detail::wire_values (comm/pair_codec.hpp).
 #include <string>
 
 #include <omgs/runtime.hpp>
-
-#include "runtime/group_exchange.hpp"
 
 namespace omgs {
 
@@ -29,13 +28,3 @@ PairWire parse_pair_wire(std::string_view name) {
 }
 
 }  // namespace omgs
-
-namespace omgs::detail {
-
-WireValues wire_values(PairWire wire) {
-  return wire == PairWire::bf16   ? WireValues::bf16
-         : wire == PairWire::fp16 ? WireValues::fp16
-                                  : WireValues::fp32;
-}
-
-}  // namespace omgs::detail

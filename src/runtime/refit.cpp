@@ -166,9 +166,10 @@ std::vector<double> ClosedLoop::agreed_fit(const std::vector<double>& prior,
   for (const Group& g : plan.groups) rep.group_numel.push_back(g.numel);
   rep.group_sparsify_s = p.sparsify_s;
   rep.group_allgather_s = p.allgather_s;
+  // The sparse allreduce's line per byte of the pair wire in force (its model counts them).
   const TimelineFit f =
       fit_points(plan.groups, p, config.workers, config.density, {prior[0], prior[1]},
-                 {prior[2], prior[3]}, {prior[4], prior[5]});
+                 {prior[2], prior[3]}, {prior[4], prior[5]}, host_.wire_pair_bytes());
   std::vector<double> c = {f.topk.c0,
                            f.topk.c1,
                            f.allgather.c0,

@@ -107,13 +107,8 @@ void RuntimeImpl::submit(std::size_t g) {
   }
   const GroupExchange& ex = *instance_->exchanges[g];
   current.bytes_sent += ex.bytes_sent();
-  if (ex.k() > 0) {  // a group of pairs: the running bytes per pair over them
-    const double pairs = static_cast<double>(current.pairs_sent);
-    current.pairs_sent += ex.k();
-    current.bytes_per_pair =
-        (current.bytes_per_pair * pairs + static_cast<double>(ex.bytes_sent())) /
-        static_cast<double>(current.pairs_sent);
-  }
+  // An allgather's pairs; a sparse allreduce counts what it sent at completion.
+  if (ex.k() > 0 && ex.bytes_sent() > 0) count_pairs(current, ex.k(), ex.bytes_sent());
   Kokkos::Profiling::popRegion();
 }
 

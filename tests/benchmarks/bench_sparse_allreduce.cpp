@@ -4,8 +4,10 @@
 //   sparse-allreduce  detail::SparseAllreduce (Ok-Topk style): regions reduced point to
 //                     point, a global threshold, the survivors allgathered: O(k) per rank
 //   dense             MPI_Allreduce of the whole group (with --dense)
+//   sparse-allreduce W  the same sparse allreduce in the compact pair format with W values
+//                     (with --pair-wire W: fp32, bf16 or fp16), beside the 8-byte pairs' one
 // Usage: mpiexec -n P omgs-bench-sparse-allreduce [--numel N=1e7] [--density D=0.001]
-//          [--overlap F=0] [--reps R=5] [--dense]
+//          [--overlap F=0] [--reps R=5] [--dense] [--pair-wire W]
 // Each rank selects k = N D distinct indices (a fraction F of them the same on every rank,
 // as correlated gradients have), normal values. Forms alternate; a run's time is the slowest
 // rank's; bytes are payload per rank (the largest over ranks). Waits poll every 50 us, as
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -23,9 +26,11 @@
 #include <vector>
 
 #include <omgs/detail/sparse_allreduce.hpp>
+#include <omgs/error.hpp>
 
 namespace {
 
+using omgs::PairWire;
 using omgs::SparsePair;
 using omgs::detail::SparseAllreduce;
 
@@ -35,13 +40,14 @@ struct Options {
   double numel = 1e7, density = 0.001, overlap = 0.0;
   int reps = 5;
   bool dense = false;
+  PairWire wire = PairWire::pairs8;  // pairs8: no compact row
 };
 
 [[noreturn]] void usage(int rank, const std::string& why) {
   if (rank == 0)
     std::fprintf(stderr,
                  "omgs-bench-sparse-allreduce: %s\nusage: omgs-bench-sparse-allreduce [--numel N] "
-                 "[--density D] [--overlap F] [--reps R] [--dense]\n",
+                 "[--density D] [--overlap F] [--reps R] [--dense] [--pair-wire fp32|bf16|fp16]\n",
                  why.c_str());
   MPI_Finalize();
   std::exit(2);
@@ -56,6 +62,14 @@ Options parse(int argc, char** argv, int rank) {
       continue;
     }
     if (i + 1 >= argc) usage(rank, "'" + a + "' needs a value");
+    if (a == "--pair-wire") {
+      try {
+        o.wire = omgs::parse_pair_wire(argv[++i]);
+      } catch (const omgs::Error& e) {
+        usage(rank, e.what());
+      }
+      continue;
+    }
     const double v = std::atof(argv[++i]);
     if (a == "--numel")
       o.numel = v;
@@ -111,16 +125,46 @@ std::uint64_t largest(std::uint64_t b) {
 }
 
 struct Row {
-  const char* name;
+  std::string name;
   std::vector<double> t;
   std::uint64_t sent = 0, received = 0;
+  double bytes_per_pair = 0;  // the sparse allreduce's pairs (rank 0's)
+
+  double median() const {
+    std::vector<double> s = t;
+    std::sort(s.begin(), s.end());
+    return s[s.size() / 2];
+  }
 };
 
 void print(const Row& r) {
   std::vector<double> t = r.t;
   std::sort(t.begin(), t.end());
-  std::printf("  %-17s %12.3f %12.3f %10.5f %10.5f %10.5f\n", r.name, r.sent / 1e6,
+  std::printf("  %-22s %12.3f %12.3f %10.5f %10.5f %10.5f", r.name.c_str(), r.sent / 1e6,
               r.received / 1e6, t.front(), t[t.size() / 2], t.back());
+  if (r.bytes_per_pair > 0) std::printf(" %8.2f", r.bytes_per_pair);
+  std::printf("\n");
+}
+
+/// One exchange of `mine` by `ex`, the slowest rank's seconds; its bytes into `row`.
+double time_sparse(SparseAllreduce& ex, const std::vector<SparsePair>& mine, Row* row) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  ex.start(mine.data(), mine.size());
+  while (!ex.test()) {
+    if (MPI_Wtime() - t0 > kBoundS) MPI_Abort(MPI_COMM_WORLD, 1);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  const double t = slowest(MPI_Wtime() - t0);
+  if (row != nullptr) {
+    row->t.push_back(t);
+    row->sent = std::max(row->sent, largest(ex.stats().bytes_sent));
+    row->received = std::max(row->received, largest(ex.stats().bytes_received));
+    const auto& st = ex.stats();
+    if (st.pairs_sent > 0)
+      row->bytes_per_pair = static_cast<double>(st.pair_bytes_sent) / st.pairs_sent;
+  }
+  return t;
 }
 
 }  // namespace
@@ -140,10 +184,14 @@ int main(int argc, char** argv) {
   MPI_Type_contiguous(8, MPI_BYTE, &pair);
   MPI_Type_commit(&pair);
   SparseAllreduce sparse(MPI_COMM_WORLD, n, k);
+  const bool compact = o.wire != PairWire::pairs8;
+  std::unique_ptr<SparseAllreduce> packed;
+  if (compact) packed = std::make_unique<SparseAllreduce>(MPI_COMM_WORLD, n, k, o.wire);
   std::vector<float> dense_buf(o.dense ? n : 0, 1.0f);
 
   Row ag{"allgather", {}, k * 8, (size - 1) * k * 8ull}, sp{"sparse-allreduce", {}},
-      de{"dense", {}, n * 4, n * 4};
+      de{"dense", {}, n * 4, n * 4},
+      cp{"sparse-allreduce " + std::string(omgs::to_string(o.wire)), {}};
   std::uint64_t survivors = 0;
   for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
     MPI_Barrier(MPI_COMM_WORLD);
@@ -153,14 +201,12 @@ int main(int argc, char** argv) {
                    pair, MPI_COMM_WORLD, &req);
     wait_polling(&req);
     const double t_ag = slowest(MPI_Wtime() - t0);
-    MPI_Barrier(MPI_COMM_WORLD);
-    t0 = MPI_Wtime();
-    sparse.start(mine.data(), mine.size());
-    while (!sparse.test()) {
-      if (MPI_Wtime() - t0 > kBoundS) MPI_Abort(MPI_COMM_WORLD, 1);
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    const double t_sp = slowest(MPI_Wtime() - t0);
+    // The two sparse allreduces take turns going first (the one after may find the links
+    // and the peers warmer).
+    const bool packed_first = compact && r % 2 != 0;
+    if (packed_first) time_sparse(*packed, mine, r < 0 ? nullptr : &cp);
+    time_sparse(sparse, mine, r < 0 ? nullptr : &sp);
+    if (compact && !packed_first) time_sparse(*packed, mine, r < 0 ? nullptr : &cp);
     double t_de = 0;
     if (o.dense) {
       MPI_Barrier(MPI_COMM_WORLD);
@@ -171,10 +217,7 @@ int main(int argc, char** argv) {
     }
     if (r < 0) continue;
     ag.t.push_back(t_ag);
-    sp.t.push_back(t_sp);
     de.t.push_back(t_de);
-    sp.sent = std::max(sp.sent, largest(sparse.stats().bytes_sent));
-    sp.received = std::max(sp.received, largest(sparse.stats().bytes_received));
     survivors = sparse.stats().survivors;
   }
   if (rank == 0) {
@@ -182,20 +225,26 @@ int main(int argc, char** argv) {
         "%d ranks, one group of %llu elements, density %g: k = %zu pairs per rank, "
         "overlap %g; %d runs (slowest rank each)\n",
         size, static_cast<unsigned long long>(n), o.density, k, o.overlap, o.reps);
-    std::printf("  %-17s %12s %12s %10s %10s %10s\n", "exchange", "sent_MB", "received_MB", "min_s",
-                "median_s", "max_s");
+    std::printf("  %-22s %12s %12s %10s %10s %10s %8s\n", "exchange", "sent_MB", "received_MB",
+                "min_s", "median_s", "max_s", "B/pair");
     print(ag);
     print(sp);
+    if (compact) print(cp);
     if (o.dense) print(de);
-    std::vector<double> a = ag.t, s = sp.t;
-    std::sort(a.begin(), a.end());
-    std::sort(s.begin(), s.end());
+    const auto ratio = [](std::uint64_t a, std::uint64_t b) {
+      return static_cast<double>(a) / static_cast<double>(std::max<std::uint64_t>(1, b));
+    };
     std::printf(
         "  allgather / sparse-allreduce: received bytes %.2fx, median time %.2fx; "
         "survivors %llu (k %zu)\n",
-        static_cast<double>(ag.received) /
-            static_cast<double>(std::max<std::uint64_t>(1, sp.received)),
-        a[a.size() / 2] / s[s.size() / 2], static_cast<unsigned long long>(survivors), k);
+        ratio(ag.received, sp.received), ag.median() / sp.median(),
+        static_cast<unsigned long long>(survivors), k);
+    if (compact)
+      std::printf(
+          "  sparse-allreduce pairs8 / %s: sent bytes %.2fx, received bytes %.2fx, median time "
+          "%.2fx\n",
+          std::string(omgs::to_string(o.wire)).c_str(), ratio(sp.sent, cp.sent),
+          ratio(sp.received, cp.received), sp.median() / cp.median());
   }
   MPI_Type_free(&pair);
   MPI_Finalize();

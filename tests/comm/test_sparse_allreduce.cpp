@@ -1,8 +1,9 @@
 // The sparse allreduce (detail/sparse_allreduce.hpp) on 1..8 ranks: every rank ends with the
 // same result, equal to a reference computed from every rank's pairs on one rank with the
-// same selection; no mass is lost (survivors + every rank's dropped pairs = all pairs), over
-// many iterations with error feedback too; regions empty on some ranks, all pairs in one
-// region, ranks with no pairs, k = 0; bad input and a rank that never starts.
+// same selection; no mass is lost (survivors + every rank's dropped pairs = all pairs; over
+// many iterations of error feedback in test_sparse_allreduce_wire.cpp); regions empty on some
+// ranks, all pairs in one region, ranks with no pairs, k = 0; bad input and a rank that never
+// starts.
 #include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/detail/sparse_allreduce_steps.hpp>
 
@@ -17,8 +18,8 @@
 
 #include <omgs/error.hpp>
 
-#include "mpi_world.hpp"
 #include "omgs_catch.hpp"
+#include "sparse_pairs_data.hpp"
 
 namespace sa = omgs::detail::sparse_allreduce;
 using omgs::SparsePair;
@@ -26,36 +27,10 @@ using omgs::detail::SparseAllreduce;
 
 namespace {
 
+using omgs_test::all_pairs;
+using omgs_test::random_pairs;
 using omgs_test::world_rank;
 using omgs_test::world_size;
-
-/// `count` distinct indices in [lo, hi) with normal values, from a seed of its own.
-std::vector<SparsePair> random_pairs(std::size_t count, std::uint32_t lo, std::uint32_t hi,
-                                     unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<std::uint32_t> idx(lo, hi - 1);
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  std::map<std::uint32_t, float> m;
-  while (m.size() < std::min<std::size_t>(count, hi - lo)) m[idx(gen)] = val(gen);
-  std::vector<SparsePair> out;
-  for (const auto& [i, v] : m) out.push_back({i, v});
-  std::shuffle(out.begin(), out.end(), gen);  // start() takes any order
-  return out;
-}
-
-/// Every rank's pairs, in rank order, on every rank.
-std::vector<SparsePair> all_pairs(const std::vector<SparsePair>& mine) {
-  const int p = world_size();
-  int n = static_cast<int>(mine.size() * sizeof(SparsePair));
-  std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p), 0);
-  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  for (int r = 1; r < p; ++r) displs[r] = displs[r - 1] + counts[r - 1];
-  std::vector<SparsePair> out(static_cast<std::size_t>(displs[p - 1] + counts[p - 1]) /
-                              sizeof(SparsePair));
-  MPI_Allgatherv(mine.data(), n, MPI_BYTE, out.data(), counts.data(), displs.data(), MPI_BYTE,
-                 MPI_COMM_WORLD);
-  return out;
-}
 
 /// Checks one completed exchange of `mine` against the reference: the same sums (bit for
 /// bit: the same additions in the same order), a threshold (every survivor's magnitude above
@@ -96,17 +71,7 @@ void check_result(const SparseAllreduce& ex, const std::vector<SparsePair>& mine
     CHECK(ex.dropped()[i].value == expect_dropped[i].value);
   }
   // The same survivors on every rank: rank 0's, compared.
-  std::vector<SparsePair> root = got;
-  std::uint64_t n0 = root.size();
-  MPI_Bcast(&n0, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  root.resize(n0);
-  MPI_Bcast(root.data(), static_cast<int>(n0 * sizeof(SparsePair)), MPI_BYTE, 0, MPI_COMM_WORLD);
-  int same = n0 == got.size() &&
-             std::equal(root.begin(), root.end(), got.begin(), [](const auto& a, const auto& b) {
-               return a.index == b.index && a.value == b.value;
-             });
-  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  CHECK(same == 1);
+  CHECK(omgs_test::same_on_every_rank(got) == 1);
 }
 
 void run(SparseAllreduce& ex, const std::vector<SparsePair>& mine) {
@@ -152,47 +117,6 @@ TEST_CASE("sparse allreduce: all pairs in one region, empty regions, ranks witho
   mine = random_pairs(50, n - 1000, n, 11u + static_cast<unsigned>(r));
   run(ex, mine);
   check_result(ex, mine, 64);
-}
-
-TEST_CASE("sparse allreduce conserves mass over iterations of error feedback") {
-  const int r = world_rank(), p = world_size();
-  const std::size_t n = 20000, k_local = 100;
-  SparseAllreduce ex(MPI_COMM_WORLD, n, k_local);
-  std::vector<double> resid(n, 0.0), grad_sum(n, 0.0), applied(n, 0.0);
-  std::mt19937 gen(42u + static_cast<unsigned>(r));
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  for (int it = 0; it < 30; ++it) {
-    std::vector<float> acc(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const float g = val(gen) * (i < 2000 ? 3.0f : 1.0f);  // a hot range, as layers have
-      grad_sum[i] += g;
-      acc[i] = static_cast<float>(resid[i]) + g;
-    }
-    std::vector<std::uint32_t> order(n);
-    for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
-    std::partial_sort(order.begin(), order.begin() + k_local, order.end(),
-                      [&](auto a, auto b) { return std::fabs(acc[a]) > std::fabs(acc[b]); });
-    std::vector<SparsePair> mine;
-    for (std::size_t j = 0; j < k_local; ++j) mine.push_back({order[j], acc[order[j]]});
-    for (std::size_t i = 0; i < n; ++i) resid[i] = acc[i];
-    for (const SparsePair& s : mine) resid[s.index] = 0.0;  // sent
-    run(ex, mine);
-    for (const SparsePair& d : ex.dropped()) resid[d.index] += d.value;  // taken back
-    for (const SparsePair& s : ex.survivors()) applied[s.index] += s.value;
-  }
-  // Summed over ranks: every gradient = what was applied + what stays in the residuals.
-  std::vector<double> total_grad(grad_sum), total_resid(resid);
-  MPI_Allreduce(MPI_IN_PLACE, total_grad.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
-                MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, total_resid.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
-                MPI_COMM_WORLD);
-  double worst = 0, mass = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    worst = std::max(worst, std::fabs(total_grad[i] - applied[i] - total_resid[i]));
-    mass += std::fabs(total_grad[i]);
-  }
-  INFO("ranks " << p << ", mass " << mass);
-  CHECK(worst < 1e-3);  // float sums of ~30 values of magnitude ~10
 }
 
 TEST_CASE("sparse allreduce: disagreement and bad input fail on every rank") {

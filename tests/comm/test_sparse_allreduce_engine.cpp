@@ -49,13 +49,16 @@ std::vector<SparsePair> pairs_of(int rank, int iter, std::size_t n, std::size_t 
 struct SaGroup {
   std::size_t n, k;
   std::vector<SparsePair> send, recv, dropped;
+  omgs::PairWire wire = omgs::PairWire::pairs8;
   GroupBuffers buffers(int P) {
     send.resize(k);
     recv.resize(k * static_cast<std::size_t>(P));
-    dropped.resize(k);
+    // A compact wire's dropped pairs add this region's rounding errors (<= P k).
+    dropped.resize(wire == omgs::PairWire::pairs8 ? k : k + recv.size());
     GroupBuffers b{send.data(), recv.data(), k};
     b.sparse_numel = n;
     b.dropped = dropped.data();
+    b.pair_wire = wire;
     return b;
   }
 };
@@ -78,7 +81,7 @@ TEST_CASE("sparse-allreduce groups in the engine equal the standalone exchange",
         // Groups: an allgather, a sparse allreduce, a dense one, another sparse allreduce.
         std::vector<SparsePair> ag_send(4), ag_recv(4 * static_cast<std::size_t>(P));
         std::vector<float> d_send(64, 1.0f), d_recv(64);
-        SaGroup a{20000, 200, {}, {}, {}}, b{300, 7, {}, {}, {}};
+        SaGroup a{20000, 200, {}, {}, {}, {}}, b{300, 7, {}, {}, {}, {}};
         std::vector<GroupBuffers> groups(4);
         groups[0] = {ag_send.data(), ag_recv.data(), 4};
         groups[1] = a.buffers(P);
@@ -143,12 +146,52 @@ TEST_CASE("sparse-allreduce groups in the engine equal the standalone exchange",
       }
 }
 
+TEST_CASE("compact sparse-allreduce groups in the engine equal the standalone exchange",
+          "[comm][sparse_allreduce]") {
+  const int P = world_size(), me = world_rank();
+  for (const omgs::PairWire wire : {omgs::PairWire::bf16, omgs::PairWire::fp16}) {
+    INFO(omgs::to_string(wire));
+    SaGroup a{50000, 100, {}, {}, {}, wire};
+    omgs::ProgressOptions o;
+    o.read_environment = false;
+    o.wait_timeout_s = 60;
+    o.variable_counts = true;
+    omgs::ProgressEngine e(MPI_COMM_WORLD, {a.buffers(P)}, o);
+    SparseAllreduce ref(MPI_COMM_WORLD, a.n, a.k, wire);
+    std::uint64_t pairs = 0, bytes = 0;
+    for (int iter = 0; iter < 6; ++iter) {
+      const std::size_t count = me == 0 && iter % 3 == 0 ? 0 : a.k;  // k = 0 on rank 0
+      const auto mine = pairs_of(me, iter, a.n, count);
+      std::copy(mine.begin(), mine.end(), a.send.begin());
+      REQUIRE(e.submit(0, count) == omgs::SubmitStatus::ok);
+      REQUIRE(e.wait_all() == omgs::WaitStatus::ok);
+      ref.start(a.send.data(), count);
+      REQUIRE(ref.wait(60.0));
+      REQUIRE(e.recv_total(0) == ref.survivors().size());
+      REQUIRE(e.dropped_total(0) == ref.dropped().size());
+      for (std::size_t i = 0; i < ref.survivors().size(); ++i) {
+        REQUIRE(a.recv[i].index == ref.survivors()[i].index);
+        REQUIRE(a.recv[i].value == ref.survivors()[i].value);
+      }
+      for (std::size_t i = 0; i < ref.dropped().size(); ++i) {
+        REQUIRE(a.dropped[i].index == ref.dropped()[i].index);
+        REQUIRE(a.dropped[i].value == ref.dropped()[i].value);
+      }
+      pairs += ref.stats().pairs_sent;
+      bytes += ref.stats().pair_bytes_sent;
+    }
+    CHECK(e.group_stats(0).pairs_sent == pairs);
+    CHECK(e.group_stats(0).pair_bytes_sent == bytes);
+    CHECK(bytes < 5 * pairs);  // about 4 bytes per pair, not 8
+  }
+}
+
 TEST_CASE("a group sparse-allreduce on one rank and allgather or dense on another is refused",
           "[comm][sparse_allreduce]") {
   const int P = world_size(), me = world_rank();
   if (P < 2) return;
   for (const bool dense : {false, true}) {
-    SaGroup a{300, 0, {}, {}, {}};
+    SaGroup a{300, 0, {}, {}, {}, {}};
     std::vector<float> d(300);
     GroupBuffers b = a.buffers(P);
     if (me == P - 1) {
@@ -171,7 +214,7 @@ TEST_CASE("a rank that never submits a sparse-allreduce group is named by the wa
           "[comm][sparse_allreduce]") {
   const int P = world_size(), me = world_rank();
   if (P < 2) return;
-  SaGroup a{1000, 10, {}, {}, {}};
+  SaGroup a{1000, 10, {}, {}, {}, {}};
   omgs::ProgressOptions o;
   o.read_environment = false;
   omgs::ProgressEngine e(MPI_COMM_WORLD, {a.buffers(P)}, o);

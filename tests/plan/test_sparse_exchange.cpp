@@ -105,6 +105,29 @@ TEST_CASE("sparse allreduce: wire bytes and the derived formula by hand",
   CHECK(t4.with_allreduce_element_bytes(2.0).knows_sparse_allreduce(4));
 }
 
+TEST_CASE("sparse allreduce: the compact pair format's bytes per pair in the cost",
+          "[plan][sparse_exchange]") {
+  // k = 1000 of 1e6, P = 64, 3.9 bytes per pair: 63/64 (2 * 3.9 k + 32768) + 16 * 63.
+  const double bytes = 63.0 / 64.0 * (7800.0 + 32768.0) + 16.0 * 63.0;
+  CHECK(omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 64, 0.001, 3.9) ==
+        Approx(bytes).epsilon(1e-12));
+  CHECK(omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 64, 0.001, 8.0) ==
+        omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 64, 0.001));
+  // with_pair_bytes: the formula's and the table's beta multiply the format's bytes.
+  const omgs::AlphaBetaModel m = fabric(), c = m.with_pair_bytes(3.9);
+  const double saved =
+      8e-10 * (omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 64, 0.001) -
+               omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 64, 0.001, 3.9));
+  CHECK(m.sparse_allreduce_s(1000000, 64, 0.001) - c.sparse_allreduce_s(1000000, 64, 0.001) ==
+        Approx(saved).epsilon(1e-9));
+  omgs::CollectiveCosts given;
+  given.table[4] = {1e-3, 1e-9};
+  const omgs::AlphaBetaModel t4 = c.with_sparse_allreduce(given);
+  CHECK(t4.sparse_allreduce_s(1000, 4, 0.01) ==
+        1e-3 + 1e-9 * omgs::AlphaBetaModel::sparse_allreduce_bytes(1000, 4, 0.01, 3.9));
+  CHECK(t4.with_topk({}).pair_bytes() == 3.9);  // kept with the sparse allreduce's costs
+}
+
 TEST_CASE("sparse allreduce: JSON members, round trip and bad input", "[plan][sparse_exchange]") {
   const std::string head =
       "{\"type\": \"alpha_beta\", \"topk\": {\"form\": \"linear\", \"c0_s\": 0, \"c1_s\": 1e-9},\n"

@@ -193,4 +193,11 @@ TEST_CASE("the fit keeps the sparse allreduce's groups on their own line",
   CHECK(h.allgather.c0 == 1e-5);
   CHECK(h.allgather.c1 == 2e-9);
   CHECK(h.sparse_allreduce.c1 == Approx(3e-9).epsilon(1e-6));
+  // Measured with the compact pair format (3.9 bytes per pair): fitted on its bytes, the
+  // same line comes back.
+  const omgs::Timeline tc = omgs::predict(layers, groups, model.with_pair_bytes(3.9), config);
+  const TimelineFit c = omgs::detail::fit_points(
+      groups, omgs::detail::group_medians(groups.size(), &tc, 1), 4, 0.01, {}, {}, {}, 3.9);
+  CHECK(c.sparse_allreduce.c0 == Approx(500e-6).epsilon(1e-6));
+  CHECK(c.sparse_allreduce.c1 == Approx(3e-9).epsilon(1e-6));
 }

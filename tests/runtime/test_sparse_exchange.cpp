@@ -4,7 +4,9 @@
 // same pairs, itself checked against the gathered pairs in test_sparse_allreduce.cpp); no
 // gradient mass is lost over many iterations of error feedback (zero gradients on some
 // ranks); the option agreed across ranks; OMGS_SPARSE_EXCHANGE; a non-finite gradient fails
-// the group on every rank.
+// the group on every rank. With every RuntimeOptions::pair_wire: the compact pair format's
+// rounding errors are in the residual (the reference's dropped pairs carry them) and the
+// stats count its bytes per pair.
 #include <omgs/detail/sparse_allreduce.hpp>
 
 #include <mpi.h>
@@ -38,9 +40,10 @@ std::vector<omgs::LayerSpec> test_layers() {
           {"conv2", 5000, 3e-4}, {"fc.weight", 777, 5e-5}, {"fc.bias", 10, 1e-6}};
 }
 
-omgs::RuntimeOptions sar_options(double density) {
+omgs::RuntimeOptions sar_options(double density, omgs::PairWire wire = omgs::PairWire::pairs8) {
   omgs::RuntimeOptions opt;
   opt.density = density;
+  opt.pair_wire = wire;
   opt.perf_model = "calibrate";
   opt.sparse_exchange = omgs::SparseExchange::allreduce;
   opt.read_environment = false;
@@ -78,18 +81,16 @@ bool same_on_every_rank(std::vector<float> v) {
   return same == 1;
 }
 
-}  // namespace
-
-TEST_CASE("sparse allreduce exchange: every rank the same aggregate, equal to the reference",
-          "[runtime][sparse_allreduce]") {
+void check_against_reference(omgs::PairWire wire) {
+  INFO(omgs::to_string(wire));
   const int P = world_size();
-  omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), sar_options(0.03));
+  omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), sar_options(0.03, wire));
   const std::size_t L = rt.num_layers(), G = rt.plan().groups.size();
   std::vector<std::unique_ptr<SparseAllreduce>> ref;
   for (std::size_t g = 0; g < G; ++g) {
     REQUIRE(rt.plan().groups[g].collective == omgs::Collective::sparse_allreduce);
     ref.push_back(std::make_unique<SparseAllreduce>(MPI_COMM_WORLD, rt.plan().groups[g].numel,
-                                                    rt.group_k(g)));
+                                                    rt.group_k(g), wire));
   }
   std::mt19937 rng(1234 + 17 * world_rank());
   std::vector<std::vector<float>> resid(L);
@@ -104,6 +105,11 @@ TEST_CASE("sparse allreduce exchange: every rank the same aggregate, equal to th
     REQUIRE(st.status == omgs::Status::ok);
     if (P > 1) CHECK(st.bytes_sent > 0);
     CHECK(st.bytes_received > 0);
+    // Pairs to the regions' owners and the survivors, in the format's bytes.
+    CHECK(st.pairs_sent > 0);
+    if (wire == omgs::PairWire::pairs8) CHECK(st.bytes_per_pair == 8.0);
+    if (wire == omgs::PairWire::bf16 || wire == omgs::PairWire::fp16)
+      CHECK(st.bytes_per_pair < 5.0);
     for (std::size_t g = 0; g < G; ++g) {
       const omgs::Group& gr = rt.plan().groups[g];
       std::vector<float> acc;
@@ -113,7 +119,7 @@ TEST_CASE("sparse allreduce exchange: every rank the same aggregate, equal to th
       ref[g]->start(mine.data(), mine.size());
       REQUIRE(ref[g]->wait(60.0));
       // The aggregate: the survivors / P. The residual: acc less this rank's selection, its
-      // dropped pairs put back.
+      // dropped pairs (with a compact wire, the rounding errors too) put back.
       std::vector<double> expect(acc.size(), 0.0);
       for (const SparsePair& p : ref[g]->survivors()) expect[p.index] = p.value / P;
       std::vector<float> expect_resid = acc;
@@ -131,11 +137,25 @@ TEST_CASE("sparse allreduce exchange: every rank the same aggregate, equal to th
   }
 }
 
+}  // namespace
+
+TEST_CASE("sparse allreduce exchange: every rank the same aggregate, equal to the reference",
+          "[runtime][sparse_allreduce]") {
+  for (const omgs::PairWire wire :
+       {omgs::PairWire::pairs8, omgs::PairWire::fp32, omgs::PairWire::bf16, omgs::PairWire::fp16})
+    check_against_reference(wire);
+}
+
 TEST_CASE("sparse allreduce exchange: no gradient mass is lost over many iterations",
           "[runtime][sparse_allreduce]") {
   const int me = world_rank();
-  for (const omgs::Planner planner : {omgs::Planner::mgs, omgs::Planner::layerwise}) {
-    omgs::RuntimeOptions opt = sar_options(0.01);
+  using W = omgs::PairWire;
+  for (const auto& [planner, wire] : {std::make_pair(omgs::Planner::mgs, W::pairs8),
+                                      std::make_pair(omgs::Planner::layerwise, W::pairs8),
+                                      std::make_pair(omgs::Planner::mgs, W::bf16),
+                                      std::make_pair(omgs::Planner::layerwise, W::fp16)}) {
+    INFO(omgs::to_string(wire));
+    omgs::RuntimeOptions opt = sar_options(0.01, wire);
     opt.planner = planner;
     omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
     std::mt19937 rng(99 + me);

@@ -14,9 +14,14 @@
 //
 // The result is the global top-k of the summed pairs, not the sum of every rank's top-k: a
 // rank's pair whose index did not survive is returned by dropped(), for its residual, so no
-// gradient mass is lost. Every step is non-blocking: test() advances the exchange and never
-// waits, so a progress thread can drive it beside other collectives. One exchange at a time
-// per object; its MPI calls use a duplicate of the communicator of its own.
+// gradient mass is lost. With a compact PairWire (fp32, bf16, fp16), steps 1 and 3 send each
+// peer one block of the compact pair format (<omgs/pair_format.hpp>) over its region's range
+// instead of 8-byte pairs: every pair's value is rounded to the wire's type before the
+// reduction (the owner's own pairs too, so the sums do not depend on who owns a region), the
+// owner rounds its survivors' sums, and dropped() carries both rounding errors back. Every step is
+// non-blocking: test() advances the exchange and never waits, so a progress thread can drive it
+// beside other collectives. One exchange at a time per object; its MPI calls use a duplicate of the
+// communicator of its own.
 #pragma once
 
 #include <mpi.h>
@@ -34,10 +39,12 @@ namespace omgs::detail {
 class OMGS_EXPORT SparseAllreduce {
  public:
   /// Bytes this rank sent and received in the last exchange (payload only: pairs, counts,
-  /// histograms), and how many entries survived in all.
+  /// histograms), and how many entries survived in all; the pairs this rank sent (to the
+  /// regions' owners, and its region's survivors, counted once) and their bytes.
   struct Stats {
     std::uint64_t bytes_sent = 0, bytes_received = 0;
     std::uint64_t survivors = 0;
+    std::uint64_t pairs_sent = 0, pair_bytes_sent = 0;
   };
   enum class Phase : std::uint8_t {
     idle,
@@ -51,9 +58,11 @@ class OMGS_EXPORT SparseAllreduce {
   };
 
   /// Collective over comm (duplicates it): a group of `n` elements of which about `k` in all
-  /// survive each exchange. Throws omgs::Error on every rank if the ranks disagree on n or k,
-  /// or if n exceeds 2^32 (indices are 32-bit).
-  SparseAllreduce(MPI_Comm comm, std::uint64_t n, std::uint64_t k);
+  /// survive each exchange, its pairs travelling as `wire` says. Throws omgs::Error on every
+  /// rank if the ranks disagree on n, k or wire, or if n exceeds 2^32 (indices are 32-bit;
+  /// 2^32 - 1 with the compact pair format).
+  SparseAllreduce(MPI_Comm comm, std::uint64_t n, std::uint64_t k,
+                  PairWire wire = PairWire::pairs8);
   ~SparseAllreduce();
   SparseAllreduce(const SparseAllreduce&) = delete;
   SparseAllreduce& operator=(const SparseAllreduce&) = delete;
@@ -71,7 +80,12 @@ class OMGS_EXPORT SparseAllreduce {
   /// After completion: the surviving entries of every region, sorted by index, each the sum
   /// over ranks; identical on every rank.
   const std::vector<SparsePair>& survivors() const noexcept;
-  /// After completion: this rank's pairs whose index did not survive.
+  /// After completion: what this rank's residual takes back. With PairWire::pairs8, its
+  /// pairs whose index did not survive. With the compact format, sorted by index and
+  /// distinct: per index, the pair's value if it did not survive, else what the wire rounded
+  /// away (value - sent, nonzero only for bf16 / fp16), plus, for the survivors of this
+  /// rank's region, sum - sent (bf16 / fp16); entries that would be 0 are left out. Every
+  /// rank's dropped() and the survivors together hold exactly the pairs' mass.
   const std::vector<SparsePair>& dropped() const noexcept;
   /// The regions the next exchange uses: region r is [bounds[r], bounds[r + 1]).
   const std::vector<std::uint64_t>& bounds() const noexcept;

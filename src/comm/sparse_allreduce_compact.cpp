@@ -1,0 +1,164 @@
+// The sparse allreduce's steps in the compact pair format (sparse_allreduce_impl.hpp): each
+// peer gets one block over its region's range (step 1) and every rank's survivors travel as
+// one block over its region (step 3). Values arrive rounded to the wire's type; what the
+// rounding took away goes back through dropped() (returned_compact), so no mass is lost.
+#include <algorithm>
+
+#include "comm/sparse_allreduce_impl.hpp"
+
+namespace omgs::detail {
+
+namespace {
+
+bool by_index(const SparsePair& a, const SparsePair& b) {
+  return a.index < b.index;
+}
+
+/// Word counts and displacements of one block per rank r of count_of(r) pairs over a range
+/// of range_of(r) indices (no block where there are no pairs); returns the total words.
+template <class CountOf, class RangeOf>
+int block_displs(std::size_t ranks, WireValues values, CountOf count_of, RangeOf range_of,
+                 std::vector<int>& wcounts, std::vector<int>& wdispls) {
+  wcounts.assign(ranks, 0);
+  wdispls.assign(ranks, 0);
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    wdispls[r] = static_cast<int>(at);
+    const auto c = static_cast<std::size_t>(count_of(r));
+    wcounts[r] = c == 0 ? 0 : static_cast<int>(block_words(range_of(r), c, values));
+    at += static_cast<std::size_t>(wcounts[r]);
+  }
+  if (at > static_cast<std::size_t>(INT_MAX))
+    throw Error("omgs: sparse allreduce: the compact blocks exceed 2^31-1 words");
+  return static_cast<int>(at);
+}
+
+}  // namespace
+
+void SparseAllreduce::Impl::sort_segments() {
+  std::size_t at = 0;
+  for (const int c : send_counts) {
+    const auto first = binned.begin() + static_cast<std::ptrdiff_t>(at);
+    if (!std::is_sorted(first, first + c, by_index)) std::sort(first, first + c, by_index);
+    at += static_cast<std::size_t>(c);
+  }
+}
+
+void SparseAllreduce::Impl::post_compact_pairs() {
+  const WireValues values = wire_values(wire);
+  const auto me = static_cast<std::size_t>(rank);
+  // This rank's own pairs do not travel, but are rounded as if they had.
+  for (int i = 0; i < send_counts[me]; ++i) {
+    SparsePair& p = received[static_cast<std::size_t>(recv_displs[me] + i)];
+    p.value = round_to_wire(wire, p.value);
+  }
+  // To each other rank one block over its region; from each one block over this region.
+  const auto ranks = static_cast<std::size_t>(size);
+  const int sent = block_displs(
+      ranks, values, [&](std::size_t d) { return d == me ? 0 : send_counts[d]; },
+      [this](std::size_t d) { return region_size(static_cast<int>(d)); }, send_wcounts,
+      send_wdispls);
+  send_words.resize(static_cast<std::size_t>(sent));
+  const std::uint64_t mine = region_size(rank);
+  const int got = block_displs(
+      ranks, values, [&](std::size_t s) { return s == me ? 0 : recv_counts[s]; },
+      [mine](std::size_t) { return mine; }, recv_wcounts, recv_wdispls);
+  recv_words.resize(static_cast<std::size_t>(got));
+  for (int r = 0; r < size; ++r) {
+    const auto s = static_cast<std::size_t>(r);
+    if (recv_wcounts[s] == 0) continue;
+    check(MPI_Irecv(recv_words.data() + recv_wdispls[s], recv_wcounts[s], MPI_UINT32_T, r, 0,
+                    comm.get(), next_request()),
+          "MPI_Irecv of a region's pairs");
+    stats.bytes_received += static_cast<std::uint64_t>(recv_wcounts[s]) * 4;
+  }
+  for (int i = 1; i < size; ++i) {  // the same rotation as the 8-byte pairs'
+    const auto d = static_cast<std::size_t>((rank + i) % size);
+    if (send_wcounts[d] == 0) continue;
+    const PairLayout l = make_pair_layout(region_size(static_cast<int>(d)),
+                                          static_cast<std::size_t>(send_counts[d]), values);
+    std::uint32_t* words = send_words.data() + send_wdispls[d];
+    encode_block(l, binned.data() + send_displs[d], bounds[d], words);
+    check(MPI_Isend(words, send_wcounts[d], MPI_UINT32_T, static_cast<int>(d), 0, comm.get(),
+                    next_request()),
+          "MPI_Isend of a region's pairs");
+    stats.bytes_sent += static_cast<std::uint64_t>(send_wcounts[d]) * 4;
+    stats.pairs_sent += static_cast<std::uint64_t>(send_counts[d]);
+    stats.pair_bytes_sent += static_cast<std::uint64_t>(send_wcounts[d]) * 4;
+  }
+  phase = Phase::pairs;
+}
+
+void SparseAllreduce::Impl::decode_received() {
+  const WireValues values = wire_values(wire);
+  const std::uint64_t mine = region_size(rank);
+  for (std::size_t s = 0; s < recv_wcounts.size(); ++s) {
+    if (recv_wcounts[s] == 0) continue;
+    const PairLayout l = make_pair_layout(mine, static_cast<std::size_t>(recv_counts[s]), values);
+    decode_block(l, recv_words.data() + recv_wdispls[s], bounds[static_cast<std::size_t>(rank)],
+                 received.data() + recv_displs[s]);
+  }
+}
+
+void SparseAllreduce::Impl::round_local() {
+  rounded.clear();
+  for (SparsePair& p : local) {
+    const float sent = round_to_wire(wire, p.value);
+    if (sent != p.value) rounded.push_back({p.index, p.value - sent});
+    p.value = sent;  // what every rank decodes from this rank's block, this rank too
+  }
+}
+
+void SparseAllreduce::Impl::post_compact_survivors() {
+  const WireValues values = wire_values(wire);
+  const int total = block_displs(
+      static_cast<std::size_t>(size), values, [this](std::size_t r) { return recv_counts[r]; },
+      [this](std::size_t r) { return region_size(static_cast<int>(r)); }, recv_wcounts,
+      recv_wdispls);
+  const int mine = recv_wcounts[static_cast<std::size_t>(rank)];
+  local_words.resize(static_cast<std::size_t>(mine));
+  if (mine > 0)
+    encode_block(make_pair_layout(region_size(rank), local.size(), values), local.data(),
+                 bounds[static_cast<std::size_t>(rank)], local_words.data());
+  gather_words.resize(static_cast<std::size_t>(total));
+  stats.bytes_sent += static_cast<std::uint64_t>(mine) * 4;
+  stats.bytes_received += static_cast<std::uint64_t>(total - mine) * 4;
+  stats.pairs_sent += static_cast<std::uint64_t>(local_count);
+  stats.pair_bytes_sent += static_cast<std::uint64_t>(mine) * 4;
+  check(MPI_Iallgatherv(local_words.data(), mine, MPI_UINT32_T, gather_words.data(),
+                        recv_wcounts.data(), recv_wdispls.data(), MPI_UINT32_T, comm.get(),
+                        next_request()),
+        "MPI_Iallgatherv of the survivors");
+  phase = Phase::gather;
+}
+
+void SparseAllreduce::Impl::decode_survivors() {
+  const WireValues values = wire_values(wire);
+  for (std::size_t r = 0; r < recv_wcounts.size(); ++r) {
+    if (recv_wcounts[r] == 0) continue;
+    const PairLayout l = make_pair_layout(region_size(static_cast<int>(r)),
+                                          static_cast<std::size_t>(recv_counts[r]), values);
+    decode_block(l, gather_words.data() + recv_wdispls[r], bounds[r],
+                 survivors.data() + recv_displs[r]);
+  }
+}
+
+void SparseAllreduce::Impl::returned_compact() {
+  // binned: this rank's pairs sorted by index (regions ascending, each sorted); rounded and
+  // survivors sorted too: one merge, one entry per index (the runtime's add-back is not
+  // atomic).
+  dropped.clear();
+  auto s = survivors.cbegin();
+  auto e = rounded.cbegin();
+  for (const SparsePair& p : binned) {
+    for (; e != rounded.cend() && e->index < p.index; ++e) dropped.push_back(*e);
+    s = std::lower_bound(s, survivors.cend(), p, by_index);
+    const bool survived = s != survivors.cend() && s->index == p.index;
+    float back = survived ? p.value - round_to_wire(wire, p.value) : p.value;
+    if (e != rounded.cend() && e->index == p.index) back += (e++)->value;
+    if (back != 0.0f) dropped.push_back({p.index, back});
+  }
+  for (; e != rounded.cend(); ++e) dropped.push_back(*e);
+}
+
+}  // namespace omgs::detail

@@ -1,0 +1,127 @@
+// Internal: the state of one SparseAllreduce (include/omgs/detail/sparse_allreduce.hpp) and
+// its steps: the phases in sparse_allreduce.cpp, the compact pair format's parts
+// (RuntimeOptions::pair_wire other than pairs8) in sparse_allreduce_compact.cpp.
+#pragma once
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include <omgs/detail/sparse_allreduce.hpp>
+#include <omgs/detail/sparse_allreduce_steps.hpp>
+#include <omgs/error.hpp>
+
+#include "comm/collectives.hpp"
+#include "comm/pair_codec.hpp"
+
+namespace omgs::detail {
+
+struct SparseAllreduce::Impl {
+  using Phase = SparseAllreduce::Phase;
+
+  OwnedComm comm;
+  MPI_Datatype pair_type = MPI_DATATYPE_NULL;
+  std::uint64_t n = 0, k = 0;
+  PairWire wire = PairWire::pairs8;
+  int rank = 0, size = 1;
+  Phase phase = Phase::idle;
+  std::vector<std::uint64_t> bounds;
+  std::vector<SparsePair> own, binned, received, reduced, local, survivors, dropped;
+  std::vector<int> send_counts, recv_counts, send_displs, recv_displs;
+  std::vector<std::int64_t> coarse_hist, fine_hist;
+  std::vector<std::uint64_t> sort_keys;  // reduce_by_index's scratch
+  sparse_allreduce::CoarsePick pick;
+  int local_count = 0;
+  std::string local_error;  // this rank's bad input, reported by every rank in post_pairs
+  std::vector<MPI_Request> requests;
+  Stats stats;
+  // The compact pair format: blocks in 32-bit words, their counts and displacements in
+  // words per peer, and this region's survivors' rounding errors (index, sum - sent).
+  std::vector<std::uint32_t> send_words, recv_words, local_words, gather_words;
+  std::vector<int> send_wcounts, send_wdispls, recv_wcounts, recv_wdispls;
+  std::vector<SparsePair> rounded;
+
+  Impl(MPI_Comm c, std::uint64_t n_, std::uint64_t k_, PairWire w)
+      : comm(c, /*errors_return=*/true),
+        n(n_),
+        k(k_),
+        wire(w),
+        rank(comm.rank()),
+        size(comm.size()) {}
+
+  bool compact() const noexcept { return wire != PairWire::pairs8; }
+  std::uint64_t region_size(int r) const {
+    return bounds[static_cast<std::size_t>(r) + 1] - bounds[static_cast<std::size_t>(r)];
+  }
+
+  void check(int rc, const char* what) const {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    throw Error(std::string("omgs: sparse allreduce: ") + what +
+                " failed: " + std::string(text, static_cast<std::size_t>(len)));
+  }
+  MPI_Request* next_request() {
+    requests.push_back(MPI_REQUEST_NULL);
+    return &requests.back();
+  }
+  static int displs(const std::vector<int>& counts, std::vector<int>& out, const char* what) {
+    out.assign(counts.size(), 0);
+    long long at = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      out[r] = static_cast<int>(at);
+      at += counts[r];
+      if (counts[r] < 0 || at > INT_MAX)
+        throw Error(std::string("omgs: sparse allreduce: ") + what +
+                    " exceed 2^31-1 pairs or are negative");
+    }
+    return static_cast<int>(at);
+  }
+
+  /// Room for any exchange, so that a warm exchange never allocates (a progress thread's
+  /// iteration must not): a region receives at most P k pairs, fewer than n distinct.
+  void reserve() {
+    const auto p = static_cast<std::uint64_t>(size);
+    const auto most = static_cast<std::size_t>(std::min(n, p * k));
+    for (auto* v : {&received, &reduced, &local, &survivors}) v->reserve(most);
+    for (auto* v : {&own, &binned}) v->reserve(static_cast<std::size_t>(k));
+    // dropped(): this rank's pairs, and with the compact format its region's rounding errors.
+    dropped.reserve(static_cast<std::size_t>(k) + (compact() ? most : 0));
+    sort_keys.reserve(most);
+    requests.reserve(2 * static_cast<std::size_t>(size) + 1);
+    for (auto* v : {&send_counts, &recv_counts, &send_displs, &recv_displs, &send_wcounts,
+                    &send_wdispls, &recv_wcounts, &recv_wdispls})
+      v->reserve(static_cast<std::size_t>(size));
+    coarse_hist.reserve(sparse_allreduce::hist_bins);
+    fine_hist.reserve(sparse_allreduce::hist_bins);
+    if (!compact()) return;
+    rounded.reserve(most);
+    // One block per peer over ranges that together are the group.
+    const auto ranks = static_cast<std::size_t>(size);
+    send_words.reserve(blocks_words_bound(n, static_cast<std::size_t>(k), ranks));
+    local_words.reserve(blocks_words_bound(n, most, 1));
+    for (auto* v : {&recv_words, &gather_words}) v->reserve(blocks_words_bound(n, most, ranks));
+  }
+  void post_counts();
+  void post_pairs();
+  void post_histogram(bool fine);
+  void post_survivor_counts(std::uint32_t threshold);
+  void post_survivors();
+  void finish();
+  void advance();  // the requests of `phase` are complete: post the next step
+
+  // The compact pair format (sparse_allreduce_compact.cpp).
+  void sort_segments();           // each region's pairs by index (the blocks need it)
+  void post_compact_pairs();      // the regions' blocks, point to point
+  void decode_received();         // the blocks received for this region into `received`
+  void round_local();             // this region's survivors as sent; errors into `rounded`
+  void post_compact_survivors();  // the survivors' blocks, MPI_Iallgatherv
+  void decode_survivors();        // every region's block into `survivors`
+  void returned_compact();        // dropped(): what this rank's residual takes back
+};
+
+}  // namespace omgs::detail
