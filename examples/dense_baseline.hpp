@@ -64,6 +64,9 @@ struct AllreduceVariant {
   /// A blocking MPI_Allreduce called by the progress thread instead of
   /// MPI_Iallreduce; only with progress_thread (inline it would stall the backward pass).
   bool blocking = false;
+  /// The MPI_T setting chosen with it (omgs::allreduce_settings(); -1: the MPI's own), applied
+  /// (process-wide) at each iteration's begin() so that exchanges of one job may differ.
+  int setting = -1;
   /// e.g. "MPI_Iallreduce in-place (MPI's auto), progress thread"
   std::string describe() const;
 };

@@ -141,7 +141,7 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   r.groups = rt.plan().groups.size();
   r.predicted_s = rt.plan().predicted.iteration_end_s;
   if (rt.plan().dense_groups() > 0)
-    r.note = "dense groups: " + std::string(omgs::to_string(rt.calibration().dense_allreduce.form));
+    r.note = "dense groups: " + rt.calibration().dense_allreduce.name();
   const std::size_t L = layers.size();
   for (int it = 0; it < warmup + args.iterations; ++it) {
     rt.begin_backward();
@@ -239,9 +239,10 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
 /// calibration timed (automatic without calibration); `temp` is set when it is a file to
 /// remove.
 std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>& layers, int rank,
-                           bool& temp, omgs::DenseAllreduce& dense_form) {
+                           bool& temp, omgs::DenseAllreduce& dense_form, int& dense_setting) {
   temp = false;
   dense_form = omgs::DenseAllreduce::automatic;
+  dense_setting = -1;
   if (args.perf != "calibrate") return args.perf;
   const omgs_examples::SharedModel m =
       omgs_examples::calibrate_shared(MPI_COMM_WORLD, layers, args.density, args.calibrations, 2,
@@ -271,6 +272,7 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
   dense_form = m.dense_allreduce.form == omgs::AllreduceForm::blocking
                    ? omgs::DenseAllreduce::blocking
                    : omgs::DenseAllreduce::nonblocking;
+  dense_setting = m.dense_allreduce.setting;
   temp = true;
   return omgs_examples::write_job_model(MPI_COMM_WORLD, m.model);
 }
@@ -346,7 +348,8 @@ int main(int argc, char** argv) {
     if (args.perf != "calibrate") omgs::make_perf_model(args.perf)->check_workers(size);
     bool temp = false;
     omgs::DenseAllreduce dense_form = omgs::DenseAllreduce::automatic;
-    const std::string perf = job_perf_model(args, layers, rank, temp, dense_form);
+    int dense_setting = -1;
+    const std::string perf = job_perf_model(args, layers, rank, temp, dense_form, dense_setting);
     std::vector<Result> results;
     bool dense_ok = true;
     if (args.dense) {
@@ -355,6 +358,9 @@ int main(int argc, char** argv) {
       results.push_back(run_dense(args, layers, reps, 0.0, rank, per_layer));
       dense_ok = dense_results_agree(bucketed, per_layer, rank);
     }
+    // The dense rows' choosers applied their own MPI_T setting (process-wide); the plans run
+    // with the one their calibration timed.
+    if (dense_form != omgs::DenseAllreduce::automatic) omgs::apply_allreduce_setting(dense_setting);
     for (const std::string& p : args.planners)
       results.push_back(run_omgs(args, layers, reps, p, perf, dense_form, rank));
     if (temp) omgs_examples::remove_job_model(MPI_COMM_WORLD, perf);
