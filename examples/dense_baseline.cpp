@@ -189,7 +189,7 @@ std::vector<float> DenseExchange::averaged() const {
 }
 
 DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
-                                  double bucket_mb, int trials) {
+                                  double bucket_mb, int trials, omgs::AllreduceFormChoice* choice) {
   std::vector<Bucket> buckets = make_buckets(numel, bucket_mb * 1e6, ddp_first_bucket_bytes);
   std::uint64_t biggest = 0;  // elements of the largest bucket: what the variant is timed on
   for (const Bucket& b : buckets) {
@@ -197,7 +197,7 @@ DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t
     for (std::size_t l = b.begin; l < b.end; ++l) n += numel[l];
     biggest = std::max(biggest, n);
   }
-  const AllreduceVariant variant = choose_allreduce(comm, biggest, trials);
+  const AllreduceVariant variant = choose_allreduce(comm, biggest, trials, choice);
   return DenseExchange(comm, numel, std::move(buckets), variant);
 }
 

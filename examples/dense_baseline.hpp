@@ -151,7 +151,8 @@ class DenseExchange {
 /// per layer, make_buckets), the allreduce variant chosen on the largest of them
 /// (choose_allreduce, `trials` each) and the exchange over them. Collective.
 DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
-                                  double bucket_mb, int trials = 3);
+                                  double bucket_mb, int trials = 3,
+                                  omgs::AllreduceFormChoice* choice = nullptr);
 
 /// Largest |a - b| / max(1, |a|) over the two vectors; +inf if their lengths differ.
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b);

@@ -199,10 +199,12 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                  std::vector<float>& averaged) {
   std::vector<std::uint64_t> numel;
   for (const omgs::LayerSpec& l : layers) numel.push_back(l.numel);
+  omgs::AllreduceFormChoice choice;
   omgs_examples::DenseExchange ex =
-      omgs_examples::make_dense_exchange(MPI_COMM_WORLD, numel, bucket_mb);
+      omgs_examples::make_dense_exchange(MPI_COMM_WORLD, numel, bucket_mb, 3, &choice);
   Result r;
   r.method = bucket_mb > 0 ? "dense-bucket" : "dense-layer";
+  if (rank == 0) std::printf("%s's allreduce: %s\n", r.method.c_str(), choice.describe().c_str());
   r.groups = ex.num_buckets();
   r.note = ex.variant().describe();
   if (bucket_mb > 0) r.note += ", " + bytes_text(bucket_mb * 1e6) + " buckets";
