@@ -41,8 +41,12 @@ std::vector<Bucket> make_buckets(const std::vector<std::uint64_t>& numel, double
 
 std::string AllreduceVariant::describe() const {
   const std::string call = blocking ? "MPI_Allreduce (blocking) " : "MPI_Iallreduce ";
-  return call + (in_place ? "in-place" : "separate-buf") + " (" +
-         omgs::describe_allreduce_setting() + "), " +
+  const std::string alg =
+      setting >= 0
+          ? std::string(omgs::allreduce_settings()[static_cast<std::size_t>(setting)].label) +
+                " (MPI_T)"
+          : omgs::describe_allreduce_setting();
+  return call + (in_place ? "in-place" : "separate-buf") + " (" + alg + "), " +
          (progress_thread ? "progress thread" : "progressed inline");
 }
 
@@ -60,6 +64,7 @@ AllreduceVariant choose_allreduce(MPI_Comm comm, std::size_t numel, int trials,
   v.progress_thread = threaded;
   v.blocking = c.form == omgs::AllreduceForm::blocking;
   v.in_place = c.form == omgs::AllreduceForm::nonblocking_in_place;
+  v.setting = c.setting;
   return v;
 }
 
@@ -115,6 +120,9 @@ void DenseExchange::begin() {
   if (active_) throw omgs::Error("dense baseline: begin() twice without finish()");
   active_ = true;
   next_ = offset_.size() - 1;
+  // Every rank alike (the variant was agreed); a compare when nothing else changed it.
+  if (!variant_.blocking && omgs::applied_allreduce_setting() != variant_.setting)
+    omgs::apply_allreduce_setting(variant_.setting);
   progress_->start();
   t0_ = now_s();
 }
@@ -181,7 +189,7 @@ std::vector<float> DenseExchange::averaged() const {
 }
 
 DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
-                                  double bucket_mb, int trials) {
+                                  double bucket_mb, int trials, omgs::AllreduceFormChoice* choice) {
   std::vector<Bucket> buckets = make_buckets(numel, bucket_mb * 1e6, ddp_first_bucket_bytes);
   std::uint64_t biggest = 0;  // elements of the largest bucket: what the variant is timed on
   for (const Bucket& b : buckets) {
@@ -189,7 +197,7 @@ DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t
     for (std::size_t l = b.begin; l < b.end; ++l) n += numel[l];
     biggest = std::max(biggest, n);
   }
-  const AllreduceVariant variant = choose_allreduce(comm, biggest, trials);
+  const AllreduceVariant variant = choose_allreduce(comm, biggest, trials, choice);
   return DenseExchange(comm, numel, std::move(buckets), variant);
 }
 

@@ -64,6 +64,9 @@ struct AllreduceVariant {
   /// A blocking MPI_Allreduce called by the progress thread instead of
   /// MPI_Iallreduce; only with progress_thread (inline it would stall the backward pass).
   bool blocking = false;
+  /// The MPI_T setting chosen with it (omgs::allreduce_settings(); -1: the MPI's own), applied
+  /// (process-wide) at each iteration's begin() so that exchanges of one job may differ.
+  int setting = -1;
   /// e.g. "MPI_Iallreduce in-place (MPI's auto), progress thread"
   std::string describe() const;
 };
@@ -148,7 +151,8 @@ class DenseExchange {
 /// per layer, make_buckets), the allreduce variant chosen on the largest of them
 /// (choose_allreduce, `trials` each) and the exchange over them. Collective.
 DenseExchange make_dense_exchange(MPI_Comm comm, const std::vector<std::uint64_t>& numel,
-                                  double bucket_mb, int trials = 3);
+                                  double bucket_mb, int trials = 3,
+                                  omgs::AllreduceFormChoice* choice = nullptr);
 
 /// Largest |a - b| / max(1, |a|) over the two vectors; +inf if their lengths differ.
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b);

@@ -146,8 +146,8 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   if (loop)
     r.note = "closed loop, window " + std::to_string(args.refit) + (is_default ? " (default)" : "");
   if (rt.plan().dense_groups() > 0)
-    r.note += std::string(r.note.empty() ? "" : "; ") + "dense groups: " +
-              std::string(omgs::to_string(rt.calibration().dense_allreduce.form));
+    r.note += std::string(r.note.empty() ? "" : "; ") +
+              "dense groups: " + rt.calibration().dense_allreduce.name();
   const std::size_t L = layers.size();
   for (int it = 0; it < warmup + args.iterations; ++it) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -199,10 +199,12 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                  std::vector<float>& averaged) {
   std::vector<std::uint64_t> numel;
   for (const omgs::LayerSpec& l : layers) numel.push_back(l.numel);
+  omgs::AllreduceFormChoice choice;
   omgs_examples::DenseExchange ex =
-      omgs_examples::make_dense_exchange(MPI_COMM_WORLD, numel, bucket_mb);
+      omgs_examples::make_dense_exchange(MPI_COMM_WORLD, numel, bucket_mb, 3, &choice);
   Result r;
   r.method = bucket_mb > 0 ? "dense-bucket" : "dense-layer";
+  if (rank == 0) std::printf("%s's allreduce: %s\n", r.method.c_str(), choice.describe().c_str());
   r.groups = ex.num_buckets();
   r.note = ex.variant().describe();
   if (bucket_mb > 0) r.note += ", " + bytes_text(bucket_mb * 1e6) + " buckets";
@@ -242,9 +244,10 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
 /// calibration timed (automatic without calibration); `temp` is set when it is a file to
 /// remove.
 std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>& layers, int rank,
-                           bool& temp, omgs::DenseAllreduce& dense_form) {
+                           bool& temp, omgs::DenseAllreduce& dense_form, int& dense_setting) {
   temp = false;
   dense_form = omgs::DenseAllreduce::automatic;
+  dense_setting = -1;
   if (args.perf != "calibrate") return args.perf;
   const omgs_examples::SharedModel m =
       omgs_examples::calibrate_shared(MPI_COMM_WORLD, layers, args.density, args.calibrations, 2,
@@ -274,6 +277,7 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
   dense_form = m.dense_allreduce.form == omgs::AllreduceForm::blocking
                    ? omgs::DenseAllreduce::blocking
                    : omgs::DenseAllreduce::nonblocking;
+  dense_setting = m.dense_allreduce.setting;
   temp = true;
   return omgs_examples::write_job_model(MPI_COMM_WORLD, m.model);
 }
@@ -331,7 +335,8 @@ int main(int argc, char** argv) {
     if (args.perf != "calibrate") omgs::make_perf_model(args.perf)->check_workers(size);
     bool temp = false;
     omgs::DenseAllreduce dense_form = omgs::DenseAllreduce::automatic;
-    const std::string perf = job_perf_model(args, layers, rank, temp, dense_form);
+    int dense_setting = -1;
+    const std::string perf = job_perf_model(args, layers, rank, temp, dense_form, dense_setting);
     std::vector<Result> results;
     bool dense_ok = true;
     if (args.dense) {
@@ -340,6 +345,9 @@ int main(int argc, char** argv) {
       results.push_back(run_dense(args, layers, reps, 0.0, rank, per_layer));
       dense_ok = dense_results_agree(bucketed, per_layer, rank);
     }
+    // The dense rows' choosers applied their own MPI_T setting (process-wide); the plans run
+    // with the one their calibration timed.
+    if (dense_form != omgs::DenseAllreduce::automatic) omgs::apply_allreduce_setting(dense_setting);
     // Per planner, the rounds in turn, each running every wire: a wire's rows are beside the
     // first wire's, alternated, so that a drift of the machine's load hits both alike.
     const std::vector<std::string> wires =

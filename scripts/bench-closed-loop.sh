@@ -37,8 +37,9 @@ for m in "${models[@]}"; do
     for r in "${rates[@]}"; do
       log="$out/$m.$n.$r.log"
       echo "=== $m, $n hosts, $r (load: $(cut -d' ' -f1-3 /proc/loadavg))"
-      # libnbc's ring for the dense rows, as in README's Performance section.
-      if OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 "$OMGS_ROOT/scripts/cluster.sh" run "$n" \
+      # No MPI variable set: the dense rows and dense groups choose their allreduce at start-up
+      # (libnbc's ring through MPI_T where Open MPI's default is slower: docs/comm.md).
+      if "$OMGS_ROOT/scripts/cluster.sh" run "$n" \
         --private --rate "$r" -- "$exe" --model "$m" --iterations "$iterations" \
         --warmup "$warmup" --refit "$refit" --planners "$planners" ${EXTRA:-} >"$log" 2>&1; then
         # The table (from "timed iterations each") and the closed loop's refits.

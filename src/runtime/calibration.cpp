@@ -177,12 +177,15 @@ void RuntimeImpl::choose_dense_allreduce() {
   if (options.dense_allreduce != DenseAllreduce::automatic) {
     c.form = options.dense_allreduce == DenseAllreduce::blocking ? AllreduceForm::blocking
                                                                  : AllreduceForm::nonblocking;
+    // A forced form leaves the MPI_T settings as they are (a previous choice's, or the MPI's).
+    c.setting = c.form == AllreduceForm::nonblocking ? applied_allreduce_setting() : -1;
     return;
   }
   // The two forms the dense wire posts (a blocking one only where a progress thread calls
-  // it), timed on the model's size (the largest a dense group can be) up to 16 Mi floats:
-  // the forms differ for large messages, where MPI switches algorithms (docs/comm.md), and
-  // tie below, so the large-message winner costs little on small groups.
+  // it), and MPI_Iallreduce under each writable MPI_T setting (allreduce_settings()), timed
+  // on the model's size (the largest a dense group can be) up to 16 Mi floats: the forms
+  // differ for large messages, where MPI switches algorithms (docs/comm.md), and tie below,
+  // so the large-message winner costs little on small groups.
   std::vector<AllreduceForm> forms = {AllreduceForm::nonblocking};
   if (progress_thread_available(options.force_inline_progress))
     forms.push_back(AllreduceForm::blocking);
