@@ -25,15 +25,12 @@ void RuntimeImpl::check_sizes(const Plan& plan) const {
                   " elements, more than 32-bit indices address (" +
                   std::to_string(ExchangeContext::Selector::max_supported_n) +
                   "); use a planner that makes smaller groups (threshold, layerwise)");
-    const std::uint64_t k = selected_count(gr.numel, density_now), p = size;
-    pairs += k * (1 + p);
-    // A sparse allreduce's dropped pairs, and its exchange's room (received, reduced, local,
-    // survivors and the sort keys: each up to min(P k, n) 8-byte items, detail/sparse_allreduce).
-    if (gr.collective == Collective::sparse_allreduce) pairs += k + 5 * std::min(p * k, gr.numel);
+    const std::uint64_t k = selected_count(gr.numel, density_now);
+    pairs += exchange_footprint(gr.collective, gr.numel, k, static_cast<std::uint64_t>(size));
     max_n = std::max<std::uint64_t>(max_n, gr.numel);
   }
-  // gradient + residual (two buffers) + aggregated (+ velocity), the pairs, the selector's
-  // candidate buffers.
+  // gradient + residual (two buffers) + aggregated (+ velocity), the exchanges' 8-byte items,
+  // the selector's candidate buffers.
   const double per_element = options.momentum > 0 ? 20.0 : 16.0;  // + the velocity
   const double bytes = per_element * static_cast<double>(total) + 8.0 * static_cast<double>(pairs) +
                        16.0 * static_cast<double>(std::max<std::uint64_t>(max_n / 8, 16384));

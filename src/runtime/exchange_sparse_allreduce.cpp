@@ -6,6 +6,8 @@
 // lost. A rank that cannot contribute (non-finite values) sends NaN values, which survive
 // the global selection (the largest magnitude key) and are seen by every rank, so every rank
 // skips the group together, each keeping its selection in its residual.
+#include <algorithm>
+
 #include <omgs/detail/kokkos_helpers.hpp>
 
 #include "runtime/exchange_topk.hpp"
@@ -88,6 +90,13 @@ class SparseAllreduceExchange final : public TopkExchange {
 };
 
 }  // namespace
+
+/// The allgather's pairs (this rank's, the P k survivors), the dropped pairs, and the
+/// exchange's room (received, reduced, local, survivors and the sort keys: each up to
+/// min(P k, n) 8-byte items, detail/sparse_allreduce).
+std::uint64_t sparse_allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks) {
+  return k * (1 + ranks) + k + 5 * std::min(ranks * k, n);
+}
 
 std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice, double density,
                                                               ExchangeContext& ctx) {
