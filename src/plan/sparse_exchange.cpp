@@ -86,6 +86,12 @@ void check_sparse_exchange(const PerfModel& model, const PlanConfig& config) {
     model.sparse_allreduce_s(1, config.workers, config.density);  // throws, naming P
 }
 
+void force_sparse_exchange(std::vector<Group>& groups, SparseExchange exchange) {
+  if (exchange != SparseExchange::allreduce) return;
+  for (Group& g : groups)
+    if (g.collective == Collective::sparse) g.collective = Collective::sparse_allreduce;
+}
+
 std::vector<Group> with_sparse_exchange(const std::vector<LayerSpec>& layers,
                                         std::vector<Group> groups, const PerfModel& model,
                                         const PlanConfig& config) {

@@ -29,6 +29,11 @@ SparseChoice sparse_cost(const PerfModel& model, std::uint64_t numel, const Plan
 /// and the model cannot predict it for config.workers.
 void check_sparse_exchange(const PerfModel& model, const PlanConfig& config);
 
+/// SparseExchange::allreduce: every allgather group becomes a sparse allreduce (for plans
+/// made without the option, e.g. the runtime's layer-wise plan while profiling); allgather
+/// and automatic leave the groups as they are (automatic: the planner chose per group).
+void force_sparse_exchange(std::vector<Group>& groups, SparseExchange exchange);
+
 /// The groups with every non-dense group's collective set by sparse_cost.
 std::vector<Group> with_sparse_exchange(const std::vector<LayerSpec>& layers,
                                         std::vector<Group> groups, const PerfModel& model,

@@ -25,19 +25,14 @@ void RuntimeImpl::check_sizes(const Plan& plan) const {
                   " elements, more than 32-bit indices address (" +
                   std::to_string(ExchangeContext::Selector::max_supported_n) +
                   "); use a planner that makes smaller groups (threshold, layerwise)");
-    const std::uint64_t k = selected_count(gr.numel, density_now), p = size;
-    pairs += k * (1 + p);
-    // A sparse allreduce's dropped pairs, and its exchange's room (received, reduced, local,
-    // survivors and the sort keys: each up to min(P k, n) 8-byte items, detail/sparse_allreduce);
-    // a compact pair wire adds P k dropped pairs (rounding errors) and its blocks (about 4
-    // more such buffers at most).
-    if (gr.collective == Collective::sparse_allreduce)
-      pairs += k + (options.pair_wire == PairWire::pairs8 ? 5 : 10) * std::min(p * k, gr.numel);
+    const std::uint64_t k = selected_count(gr.numel, density_now);
+    pairs += exchange_footprint(gr.collective, gr.numel, k, static_cast<std::uint64_t>(size),
+                                options.pair_wire);
     max_n = std::max<std::uint64_t>(max_n, gr.numel);
   }
-  // gradient + residual (two buffers) + aggregated (+ velocity, + 16-bit ones), the pairs, the
-  // selector's candidate buffers.
-  // + 4 for a 16-bit gradient type's gradient and aggregated buffers.
+  // gradient + residual (two buffers) + aggregated (+ velocity; + a 16-bit gradient type's
+  // gradient and aggregated buffers), the exchanges' 8-byte items, the selector's candidate
+  // buffers.
   const double per_element = (options.momentum > 0 ? 20.0 : 16.0) +
                              (options.gradient_type != GradientType::fp32 ? 4.0 : 0.0);
   const double bytes = per_element * static_cast<double>(total) + 8.0 * static_cast<double>(pairs) +

@@ -114,6 +114,11 @@ class AllgatherExchange final : public TopkExchange {
 
 }  // namespace
 
+/// This rank's k pairs and the P k gathered.
+std::uint64_t allgather_footprint(std::uint64_t /*n*/, std::uint64_t k, std::uint64_t ranks) {
+  return k * (1 + ranks);
+}
+
 std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice slice, double density,
                                                        ExchangeContext& ctx) {
   return std::make_unique<AllgatherExchange>(std::move(slice), density, ctx);

@@ -9,6 +9,8 @@
 // RuntimeOptions::pair_wire the engine sends the compact pair format, and its dropped pairs
 // also carry what bf16 / fp16 rounded away (this rank's sent values, its region's sums), so
 // the residual keeps it.
+#include <algorithm>
+
 #include <omgs/detail/kokkos_helpers.hpp>
 
 #include "runtime/exchange_topk.hpp"
@@ -97,6 +99,15 @@ class SparseAllreduceExchange final : public TopkExchange {
 };
 
 }  // namespace
+
+/// The allgather's pairs (this rank's, the P k survivors), the dropped pairs, and the
+/// exchange's room (received, reduced, local, survivors and the sort keys: each up to
+/// min(P k, n) 8-byte items, detail/sparse_allreduce); a compact pair wire adds P k dropped
+/// pairs (rounding errors) and its blocks (about 4 more such buffers at most).
+std::uint64_t sparse_allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
+                                         PairWire wire) {
+  return k * (1 + ranks) + k + (wire == PairWire::pairs8 ? 5 : 10) * std::min(ranks * k, n);
+}
 
 std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice, double density,
                                                               ExchangeContext& ctx) {

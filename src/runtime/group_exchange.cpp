@@ -1,5 +1,5 @@
 // The registration of the group exchanges (group_exchange.hpp) and what they share. A new
-// collective adds its exchange file and one case here.
+// collective adds its exchange file and one case in each switch here.
 #include "runtime/group_exchange.hpp"
 
 #include <omgs/detail/kokkos_helpers.hpp>
@@ -18,6 +18,19 @@ std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice s
   }
   throw Error("omgs: " + slice.label + " has an unknown collective (" +
               std::to_string(static_cast<int>(collective)) + ")");
+}
+
+std::uint64_t exchange_footprint(Collective collective, std::uint64_t n, std::uint64_t k,
+                                 std::uint64_t ranks, PairWire wire) {
+  switch (collective) {
+    case Collective::sparse:
+      return allgather_footprint(n, k, ranks);
+    case Collective::dense:
+      return allreduce_footprint(n, k, ranks);
+    case Collective::sparse_allreduce:
+      return sparse_allreduce_footprint(n, k, ranks, wire);
+  }
+  return 0;  // make_exchange() names the group whose collective is unknown
 }
 
 void GroupExchange::zero_aggregate() const {

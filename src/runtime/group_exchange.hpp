@@ -131,11 +131,20 @@ void count_pairs(IterationStats& st, std::uint64_t pairs, std::uint64_t bytes);
 /// The registration: the exchange of a group of the plan (by Group::collective).
 std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice slice,
                                              double density, ExchangeContext& ctx);
+/// ... and its buffers, in 8-byte items, for the memory check made before anything is
+/// allocated (buffers.cpp): a group of n elements, k selected per rank, on P ranks, with
+/// the pair wire in force.
+std::uint64_t exchange_footprint(Collective collective, std::uint64_t n, std::uint64_t k,
+                                 std::uint64_t ranks, PairWire wire);
 
 std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice slice, double density,
                                                        ExchangeContext& ctx);
 std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice, ExchangeContext& ctx);
 std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice, double density,
                                                               ExchangeContext& ctx);
+std::uint64_t allgather_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks);
+std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks);
+std::uint64_t sparse_allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
+                                         PairWire wire);
 
 }  // namespace omgs::detail

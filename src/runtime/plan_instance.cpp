@@ -7,6 +7,7 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
+#include "plan/sparse_exchange.hpp"
 #include "runtime/exchange_kernels.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -48,12 +49,8 @@ void RuntimeImpl::install_plan(Plan next) {
   instance_ = std::move(built);
 }
 
-/// With allgather or automatic the plan's collectives stand (automatic: the planner chose
-/// per group).
 Plan RuntimeImpl::with_sparse_exchange(Plan plan) const {
-  if (options.sparse_exchange != SparseExchange::allreduce) return plan;
-  for (Group& g : plan.groups)
-    if (g.collective == Collective::sparse) g.collective = Collective::sparse_allreduce;
+  force_sparse_exchange(plan.groups, options.sparse_exchange);
   return plan;
 }
 
