@@ -5,8 +5,9 @@
 // runs the backward pass from the last layer to the first, hands each gradient to omgs
 // (rt.ready) and waits in rt.finish(), exactly as a training code would.
 //
-// It compares the planners (layerwise, single, mgs, optimal by default) with two dense
-// baselines (examples/dense_baseline.hpp): gradients fused into 25 MB buckets allreduced as
+// It compares the planners (by default layerwise, single, mgs, optimal, and mgs+loop: the
+// runtime's default, mgs closed-loop) with two dense baselines
+// (examples/dense_baseline.hpp): gradients fused into 25 MB buckets allreduced as
 // each fills, as PyTorch DDP does ("dense-bucket"), and one MPI_Iallreduce per layer
 // ("dense-layer"). Every plan uses one performance model, calibrated once per job
 // (repeated, medians: examples/shared_calibration.hpp). It prints one line per iteration
