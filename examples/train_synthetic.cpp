@@ -12,8 +12,9 @@
 // ("dense-layer"). Every plan uses one performance model, calibrated once per job
 // (repeated, medians: examples/shared_calibration.hpp). It prints one line per iteration
 // and a table (medians over the timed iterations of the slowest rank's times): iteration
-// time, communication not hidden behind the backward pass, bytes each rank sends,
-// predicted time, and which allreduce each dense row used.
+// time, the mean over the first warmup + iterations iterations (run_mean_s: a closed loop's
+// exploration and refits included), communication not hidden behind the backward pass,
+// bytes each rank sends, predicted time, and which allreduce each dense row used.
 //
 //   mpiexec -n 4 omgs-train-synthetic --model resnet50
 #include <mpi.h>
