@@ -5,16 +5,19 @@
 // runs the backward pass from the last layer to the first, hands each gradient to omgs
 // (rt.ready) and waits in rt.finish(), exactly as a training code would.
 //
-// It compares the planners (layerwise, single, mgs, optimal by default) with two dense
-// baselines (examples/dense_baseline.hpp): gradients fused into 25 MB buckets allreduced as
+// It compares the planners (by default layerwise, single, mgs, optimal, and mgs+loop: the
+// runtime's default, mgs closed-loop) with two dense baselines
+// (examples/dense_baseline.hpp): gradients fused into 25 MB buckets allreduced as
 // each fills, as PyTorch DDP does ("dense-bucket"), and one MPI_Iallreduce per layer
 // ("dense-layer"). Every plan uses one performance model, calibrated once per job
 // (repeated, medians: examples/shared_calibration.hpp). It prints one line per iteration
 // and a table (medians over the timed iterations of the slowest rank's times): iteration
-// time, communication not hidden behind the backward pass, bytes each rank sends and per
-// allgather pair, predicted time, and which allreduce each dense row used. --pair-wire
-// LIST runs each planner once per pair wire (RuntimeOptions::pair_wire), --rounds N that
-// N times in turn, and then prints each wire's bytes and time against the first wire's.
+// time, the mean over the first warmup + iterations iterations (run_mean_s: a closed loop's
+// exploration and refits included), communication not hidden behind the backward pass,
+// bytes each rank sends and per allgather pair, predicted time, and which allreduce each
+// dense row used. --pair-wire LIST runs each planner once per pair wire
+// (RuntimeOptions::pair_wire), --rounds N that N times in turn, and then prints each wire's
+// bytes and time against the first wire's.
 //
 //   mpiexec -n 4 omgs-train-synthetic --model resnet50
 #include <mpi.h>
