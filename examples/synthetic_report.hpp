@@ -20,16 +20,17 @@ struct Result {
   double not_hidden_s = 0;    ///< median of the slowest rank's wait for communication
   double sparsify_s = 0;      ///< median of the slowest rank's top-k time
   double sparsify_cpu_s = 0;  ///< median of the largest CPU time in it (thread CPU clock)
+  double aggregate_s = 0;     ///< median of the slowest rank's scatter-add (or decode) time
   double bytes_per_iter = 0;  ///< each rank sends (mean)
   double pair_bytes = 0;      ///< this rank's allgather pairs' bytes over the timed iterations
   double pairs = 0;           ///< ... and their number (bytes per pair = the ratio)
   double predicted_s = -1;    ///< the plan's predicted iteration (omgs methods)
   std::string note;
-  std::vector<double> iters, waits, sparsifies, sparsify_cpus;  ///< per timed iteration
+  std::vector<double> iters, waits, sparsifies, sparsify_cpus, aggregates;  ///< per timed iteration
 
   /// Records one timed iteration; summarize() turns the records into the medians, which
   /// one stalled iteration (a TCP retransmission, a descheduled rank) does not move.
-  void record(double iter, double wait, double sparsify, double sparsify_cpu);
+  void record(double iter, double wait, double sparsify, double sparsify_cpu, double aggregate);
   void summarize();
   /// The allgather pairs' mean bytes per pair; 0 without pairs (dense rows, allreduce).
   double bytes_per_pair() const { return pairs > 0 ? pair_bytes / pairs : 0.0; }
