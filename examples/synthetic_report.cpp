@@ -7,11 +7,13 @@
 
 namespace omgs_synthetic {
 
-void Result::record(double iter, double wait, double sparsify, double sparsify_cpu) {
+void Result::record(double iter, double wait, double sparsify, double sparsify_cpu,
+                    double aggregate) {
   iters.push_back(iter);
   waits.push_back(wait);
   sparsifies.push_back(sparsify);
   sparsify_cpus.push_back(sparsify_cpu);
+  aggregates.push_back(aggregate);
 }
 
 void Result::summarize() {
@@ -20,6 +22,7 @@ void Result::summarize() {
   not_hidden_s = omgs_examples::median(waits);
   sparsify_s = omgs_examples::median(sparsifies);
   sparsify_cpu_s = omgs_examples::median(sparsify_cpus);
+  aggregate_s = omgs_examples::median(aggregates);
 }
 
 void Result::record_wall(int it, int n, double wall) {
@@ -54,7 +57,7 @@ void print_table(int iterations, int warmup, int loop_warmup, bool dense,
       iterations, warmup, loop_warmup, warmup + iterations);
   std::printf(
       "  %-*s  groups  iteration_s  run_mean_s  not_hidden_comm_s  sparsify_s  sparsify_cpu_s  "
-      "sent/rank/iter  bytes/pair  predicted_s  speedup_vs_dense  notes\n",
+      "aggregate_s  sent/rank/iter  bytes/pair  predicted_s  speedup_vs_dense  notes\n",
       width, "method");
   for (const Result& r : results) {
     char pred[16] = "-", speed[16] = "-", per_pair[16] = "-";
@@ -62,10 +65,11 @@ void print_table(int iterations, int warmup, int loop_warmup, bool dense,
     if (dense_s > 0) std::snprintf(speed, sizeof speed, "%.2f", dense_s / r.iteration_s);
     if (r.pairs > 0) std::snprintf(per_pair, sizeof per_pair, "%.2f", r.bytes_per_pair());
     std::printf(
-        "  %-*s  %6zu  %11.4f  %10.4f  %17.4f  %10.4f  %14.4f  %14s  %10s  %11s  %16s  %s\n", width,
-        r.method.c_str(), r.groups, r.iteration_s, r.run_mean_s, r.not_hidden_s, r.sparsify_s,
-        r.sparsify_cpu_s, bytes_text(r.bytes_per_iter).c_str(), per_pair, pred, speed,
-        r.note.empty() ? "-" : r.note.c_str());
+        "  %-*s  %6zu  %11.4f  %10.4f  %17.4f  %10.4f  %14.4f  %11.4f  %14s  %10s  %11s  %16s  "
+        "%s\n",
+        width, r.method.c_str(), r.groups, r.iteration_s, r.run_mean_s, r.not_hidden_s,
+        r.sparsify_s, r.sparsify_cpu_s, r.aggregate_s, bytes_text(r.bytes_per_iter).c_str(),
+        per_pair, pred, speed, r.note.empty() ? "-" : r.note.c_str());
   }
 }
 

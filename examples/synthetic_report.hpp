@@ -20,6 +20,7 @@ struct Result {
   double not_hidden_s = 0;    ///< median of the slowest rank's wait for communication
   double sparsify_s = 0;      ///< median of the slowest rank's top-k time
   double sparsify_cpu_s = 0;  ///< median of the largest CPU time in it (thread CPU clock)
+  double aggregate_s = 0;     ///< median of the slowest rank's scatter-add (or decode) time
   double bytes_per_iter = 0;  ///< each rank sends (mean)
   double pair_bytes = 0;      ///< this rank's allgather pairs' bytes over the timed iterations
   double pairs = 0;           ///< ... and their number (bytes per pair = the ratio)
@@ -29,12 +30,12 @@ struct Result {
   /// (which iteration_s leaves out) included.
   double run_mean_s = 0;
   std::string note;
-  std::vector<double> iters, waits, sparsifies, sparsify_cpus;  ///< per timed iteration
+  std::vector<double> iters, waits, sparsifies, sparsify_cpus, aggregates;  ///< per timed iteration
   std::vector<double> walls;  ///< per iteration from the start, warm-up included
 
   /// Records one timed iteration; summarize() turns the records into the medians, which
   /// one stalled iteration (a TCP retransmission, a descheduled rank) does not move.
-  void record(double iter, double wait, double sparsify, double sparsify_cpu);
+  void record(double iter, double wait, double sparsify, double sparsify_cpu, double aggregate);
   void summarize();
   /// `walls` gets iteration `it`'s wall time while within the first `n` iterations.
   void record_wall(int it, int n, double wall);

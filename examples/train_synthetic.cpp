@@ -14,9 +14,9 @@
 // and a table (medians over the timed iterations of the slowest rank's times): iteration
 // time, the mean over the first warmup + iterations iterations (run_mean_s: a closed loop's
 // exploration and refits included), communication not hidden behind the backward pass,
-// bytes each rank sends and per allgather pair, predicted time, and which allreduce each
-// dense row used. --pair-wire LIST runs each planner once per pair wire
-// (RuntimeOptions::pair_wire), --rounds N that N times in turn, and then prints each wire's
+// top-k and scatter-add (decode) times, bytes each rank sends and per allgather pair, predicted
+// time, and which allreduce each dense row used. --pair-wire LIST runs each planner once per pair
+// wire (RuntimeOptions::pair_wire), --rounds N that N times in turn, and then prints each wire's
 // bytes and time against the first wire's.
 //
 //   mpiexec -n 4 omgs-train-synthetic --model resnet50
@@ -169,9 +169,10 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     const double wait = max_over_ranks(MPI_COMM_WORLD, st.finish_wait_s);
     const double sparsify = max_over_ranks(MPI_COMM_WORLD, st.sparsify_s);
     const double sparsify_cpu = max_over_ranks(MPI_COMM_WORLD, st.sparsify_cpu_s);
+    const double aggregate = max_over_ranks(MPI_COMM_WORLD, st.aggregate_s);
     const bool timed = it >= warmup;
     if (timed) {
-      r.record(iter, wait, sparsify, sparsify_cpu);
+      r.record(iter, wait, sparsify, sparsify_cpu, aggregate);
       r.bytes_per_iter += static_cast<double>(st.bytes_sent) / args.iterations;
       r.pairs += static_cast<double>(st.pairs_sent);
       r.pair_bytes += static_cast<double>(st.pairs_sent) * st.bytes_per_pair;
@@ -228,7 +229,7 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     const double wait = max_over_ranks(MPI_COMM_WORLD, d.wait_s);
     const bool timed = it >= args.warmup;
     if (timed) {
-      r.record(iter, wait, 0.0, 0.0);
+      r.record(iter, wait, 0.0, 0.0, 0.0);
       r.bytes_per_iter += 4.0 * static_cast<double>(ex.flat().extent(0)) / args.iterations;
     }
     if (!args.quiet && rank == 0)

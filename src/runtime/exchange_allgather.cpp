@@ -27,6 +27,8 @@ class AllgatherExchange final : public TopkExchange {
       send_ = kernels::PairView("omgs::send_pairs", units_);
       starts_ = kernels::StartView("omgs::chunk_starts",
                                    layout_.chunks * static_cast<std::size_t>(ctx.ranks));
+      unpacked_ =
+          kernels::PairView("omgs::unpacked_pairs", k_ * static_cast<std::size_t>(ctx.ranks));
     }
     recv_ = kernels::PairView("omgs::recv_pairs", units_ * static_cast<std::size_t>(ctx.ranks));
   }
@@ -89,8 +91,8 @@ class AllgatherExchange final : public TopkExchange {
     const double t0 = now_s();
     r.agg_start_s = t0;
     const float scale = 1.0f / static_cast<float>(ctx_.ranks);
-    kernels::decode_blocks(exec(), layout_, recv_, ctx_.ranks, starts_, flat().agg, slice_.offset,
-                           scale, true);
+    kernels::unpack_and_scatter(exec(), layout_, recv_, ctx_.ranks, starts_, unpacked_, flat().agg,
+                                slice_.offset, scale);
     r.agg_end_s = now_s();  // launched (complete on host back-ends; finish() fences once)
     r.stats.aggregate_s += r.agg_end_s - t0;
     Kokkos::Profiling::popRegion();
@@ -105,11 +107,12 @@ class AllgatherExchange final : public TopkExchange {
     zero_aggregate();
   }
 
-  bool compact_;               // the compact pair format, else the 8-byte pairs
-  PairLayout layout_;          // the compact block (empty for the 8-byte pairs)
-  std::size_t units_;          // 8-byte units per rank: k pairs, or the block's words / 2
-  kernels::PairView recv_;     // P * units
-  kernels::StartView starts_;  // the compact decode's chunk starts (P * chunks)
+  bool compact_;                // the compact pair format, else the 8-byte pairs
+  PairLayout layout_;           // the compact block (empty for the 8-byte pairs)
+  std::size_t units_;           // 8-byte units per rank: k pairs, or the block's words / 2
+  kernels::PairView recv_;      // P * units
+  kernels::StartView starts_;   // the compact decode's chunk starts (P * chunks)
+  kernels::PairView unpacked_;  // the compact blocks as P * k pairs, then scatter-added
 };
 
 }  // namespace

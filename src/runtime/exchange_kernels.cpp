@@ -113,6 +113,14 @@ void decode_blocks(const ExecSpace& exec, const PairLayout& layout, PairView buf
   decode_pairs(exec, layout, words_of(buf), blocks, starts, slot, scale);
 }
 
+void unpack_and_scatter(const ExecSpace& exec, const PairLayout& layout, PairView buf, int blocks,
+                        StartView starts, PairView pairs, GradientView agg,
+                        std::size_t group_offset, float scale) {
+  detail::pairs::unpack(exec, layout, words_of(buf), blocks, starts, pairs);
+  scatter_add(exec, pairs, 0, layout.k * static_cast<std::size_t>(blocks), agg, group_offset,
+              layout.n, scale);
+}
+
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> d(
       static_cast<char*>(dst), bytes);

@@ -7,6 +7,8 @@
 //   decode      P = 4 ranks' blocks into a zeroed group: 8-byte: the runtime's scatter-add
 //               (atomic add of value / P per pair); compact: decode_pairs (prefix sum over
 //               the chunk counts, then one thread per pair); the zeroing is in both
+//   u+s         the runtime's decode: the blocks unpacked into P k 8-byte pairs
+//               (detail::pairs::unpack), then the 8-byte form's scatter-add
 // min / median / max over R runs after one warm-up, ratios against the 8-byte form.
 #include "bench_pairs.hpp"
 
@@ -76,10 +78,13 @@ void make_selection(std::size_t n, std::size_t k, IndexView idx, FloatView val) 
 }
 
 void print_row(std::size_t n, double d, const char* form, double bpp, Times enc, Times dec,
-               Times enc0, Times dec0) {
-  std::printf("%10zu %6.3f %-6s %6.3f | %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f | %6.2f %6.2f\n", n,
-              d, form, bpp, enc.min, enc.median, enc.max, dec.min, dec.median, dec.max,
-              enc.median / enc0.median, dec.median / dec0.median);
+               Times unp, Times enc0, Times dec0) {
+  std::printf(
+      "%10zu %6.3f %-6s %6.3f | %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f | %6.2f "
+      "%6.2f %6.2f\n",
+      n, d, form, bpp, enc.min, enc.median, enc.max, dec.min, dec.median, dec.max, unp.min,
+      unp.median, unp.max, enc.median / enc0.median, dec.median / dec0.median,
+      unp.median / dec0.median);
 }
 
 void bench_size(std::size_t n, double d, int reps) {
@@ -110,7 +115,7 @@ void bench_size(std::size_t n, double d, int reps) {
         });
   };
   const Times enc0 = time_ms(reps, pack), dec0 = time_ms(reps, scatter);
-  print_row(n, d, "8-byte", 8.0, enc0, dec0, enc0, dec0);
+  print_row(n, d, "8-byte", 8.0, enc0, dec0, dec0, enc0, dec0);
   for (omgs::WireValues v :
        {omgs::WireValues::fp32, omgs::WireValues::bf16, omgs::WireValues::fp16}) {
     const omgs::PairLayout l = omgs::make_pair_layout(n, k, v);
@@ -126,9 +131,14 @@ void bench_size(std::size_t n, double d, int reps) {
       Kokkos::deep_copy(exec, out, 0.0f);
       omgs::decode_pairs(exec, l, words, ranks, starts, out, scale);
     };
+    // The runtime's decode: the blocks unpacked into P k pairs, then the same scatter-add.
+    const auto unpack = [&] {
+      omgs::detail::pairs::unpack(exec, l, words, ranks, starts, recv);
+      scatter();
+    };
     const std::string form(omgs::to_string(v));
     print_row(n, d, form.c_str(), l.bytes_per_pair(), time_ms(reps, encode), time_ms(reps, decode),
-              enc0, dec0);
+              time_ms(reps, unpack), enc0, dec0);
   }
 }
 
@@ -141,9 +151,9 @@ void bench_pairs(int reps) {
       "\npair formats: ms per call, min / median / max of %d runs; decode of %d ranks' blocks; "
       "ratios of medians against the 8-byte form\n",
       reps, ranks);
-  std::printf("%10s %6s %-6s %6s | %7s %7s %7s | %7s %7s %7s | %6s %6s\n", "n", "dens", "form",
-              "B/pair", "enc min", "enc med", "enc max", "dec min", "dec med", "dec max", "enc/8B",
-              "dec/8B");
+  std::printf("%10s %6s %-6s %6s | %7s %7s %7s | %7s %7s %7s | %7s %7s %7s | %6s %6s %6s\n", "n",
+              "dens", "form", "B/pair", "enc min", "enc med", "enc max", "dec min", "dec med",
+              "dec max", "u+s min", "u+s med", "u+s max", "enc/8B", "dec/8B", "u+s/8B");
   for (std::size_t n : {std::size_t(1000000), std::size_t(10000000)})
     for (double d : {0.001, 0.01}) bench_size(n, d, reps);
 }

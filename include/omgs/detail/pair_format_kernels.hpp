@@ -139,6 +139,25 @@ KOKKOS_INLINE_FUNCTION std::uint32_t count_at(const WordView& words, std::size_t
   return (words(base + c / 2) >> (16 * (c % 2))) & 0xffffu;
 }
 
+/// Pair i of the block at words[base]: returns its offset within its chunk, sets its value.
+template <class WordView>
+KOKKOS_INLINE_FUNCTION std::uint64_t read_pair(const WordView& words, std::size_t base,
+                                               std::size_t value_word, std::size_t offset_word,
+                                               unsigned b, int code, std::size_t i, float& v) {
+  const std::uint64_t bit = std::uint64_t(i) * b;
+  const std::size_t w = base + offset_word + static_cast<std::size_t>(bit / 32);
+  const unsigned s = static_cast<unsigned>(bit % 32);
+  std::uint64_t off = words(w) >> s;
+  if (s + b > 32) off |= std::uint64_t(words(w + 1)) << (32 - s);
+  if (code == 0) {
+    v = bits_float(words(base + value_word + i));
+  } else {
+    const std::uint32_t word = words(base + value_word + i / 2);
+    v = decode_value(code, (word >> (16 * (i % 2))) & 0xffffu);
+  }
+  return off & ((std::uint64_t(1) << b) - 1);
+}
+
 /// One team per (block, chunk): its pairs follow from the chunk's start, no search. Host
 /// teams have one thread; a device team is a warp's worth of threads over the chunk's pairs.
 template <class Exec, class Layout, class WordView, class StartView, class OutView>
@@ -161,31 +180,19 @@ void decode_chunks(const Exec& exec, const Layout& l, const WordView& words, int
         const std::uint32_t count = count_at(words, base, c);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](const std::uint32_t q) {
           const std::size_t i = first + q;
-          const std::uint64_t bit = std::uint64_t(i) * b;
-          const std::size_t w = base + offset_word + static_cast<std::size_t>(bit / 32);
-          const unsigned s = static_cast<unsigned>(bit % 32);
-          std::uint64_t off = words(w) >> s;
-          if (s + b > 32) off |= std::uint64_t(words(w + 1)) << (32 - s);
-          off &= (std::uint64_t(1) << b) - 1;
           float v;
-          if (code == 0) {
-            v = bits_float(words(base + value_word + i));
-          } else {
-            const std::uint32_t word = words(base + value_word + i / 2);
-            v = decode_value(code, (word >> (16 * (i % 2))) & 0xffffu);
-          }
+          const std::uint64_t off = read_pair(words, base, value_word, offset_word, b, code, i, v);
           const std::size_t index = (c << b) | static_cast<std::size_t>(off);
           if (i < k && index < n) Kokkos::atomic_add(&out(index), v * scale);
         });
       });
 }
 
-template <class Exec, class Layout, class WordView, class StartView, class OutView>
-void decode(const Exec& exec, const Layout& l, const WordView& words, int blocks,
-            const StartView& starts, const OutView& out, float scale) {
-  if (l.words == 0 || blocks <= 0) return;
+/// starts(r * C + c): the position of chunk c's first pair among all blocks' pairs.
+template <class Exec, class Layout, class WordView, class StartView>
+void chunk_starts(const Exec& exec, const Layout& l, const WordView& words, int blocks,
+                  const StartView& starts) {
   const std::size_t C = l.chunks, W = l.words;
-  // starts(r * C + c): the position of chunk c's first pair among all blocks' pairs.
   Kokkos::parallel_scan(
       OMGS_LABEL("omgs::pairs::chunk_starts"),
       range_policy(exec, 0, static_cast<std::int64_t>(C * static_cast<std::size_t>(blocks))),
@@ -194,6 +201,47 @@ void decode(const Exec& exec, const Layout& l, const WordView& words, int blocks
         if (final) starts(j) = sum;
         sum += count_at(words, (j / C) * W, j % C);
       });
+}
+
+/// Every block's pairs as (index, value) into pairs(r * k + i), one thread per (block,
+/// chunk) and sequential writes; a pair outside the group (a corrupt block) becomes (0, 0).
+/// The runtime then scatter-adds them like the 8-byte pairs: on the host this second pass
+/// over P k pairs is several times faster than decode_chunks' one pass, whose atomic add
+/// waits on the decoding of the same pair.
+template <class Exec, class Layout, class WordView, class StartView, class PairsView>
+void unpack(const Exec& exec, const Layout& l, const WordView& words, int blocks,
+            const StartView& starts, const PairsView& pairs) {
+  if (l.words == 0 || blocks <= 0) return;
+  chunk_starts(exec, l, words, blocks, starts);
+  using Pair = typename PairsView::non_const_value_type;
+  const std::size_t C = l.chunks, W = l.words, k = l.k, n = l.n;
+  const std::size_t value_word = l.value_word, offset_word = l.offset_word;
+  const unsigned b = l.chunk_bits;
+  const int code = static_cast<int>(l.values);
+  Kokkos::parallel_for(
+      OMGS_LABEL("omgs::pairs::unpack"),
+      range_policy(exec, 0, static_cast<std::int64_t>(C * static_cast<std::size_t>(blocks))),
+      KOKKOS_LAMBDA(const std::int64_t jj) {
+        const auto j = static_cast<std::size_t>(jj);
+        const std::size_t r = j / C, c = j % C, base = r * W;
+        const std::size_t first = starts(j) - r * k;
+        const std::uint32_t count = count_at(words, base, c);
+        for (std::uint32_t q = 0; q < count && first + q < k; ++q) {
+          const std::size_t i = first + q;
+          float v;
+          const std::uint64_t off = read_pair(words, base, value_word, offset_word, b, code, i, v);
+          const std::size_t index = (c << b) | static_cast<std::size_t>(off);
+          pairs(r * k + i) =
+              index < n ? Pair{static_cast<std::uint32_t>(index), v} : Pair{0u, 0.0f};
+        }
+      });
+}
+
+template <class Exec, class Layout, class WordView, class StartView, class OutView>
+void decode(const Exec& exec, const Layout& l, const WordView& words, int blocks,
+            const StartView& starts, const OutView& out, float scale) {
+  if (l.words == 0 || blocks <= 0) return;
+  chunk_starts(exec, l, words, blocks, starts);
   decode_chunks(exec, l, words, blocks, starts, out, scale);
 }
 
