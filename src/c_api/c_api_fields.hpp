@@ -15,8 +15,12 @@ namespace omgs::c_api {
 // member it stands for, and to_c / from_c convert between them, so a new field is one row.
 template <typename C, typename CField, typename Cpp, typename CppField>
 struct FieldMap {
-  CField C::*c;
-  CppField Cpp::*cpp;
+  // Through aliases: nvcc's rewrite of a declarator `T C::*c` adds parentheses that the
+  // host g++ warns about (-Wparentheses).
+  using CMember = CField C::*;
+  using CppMember = CppField Cpp::*;
+  CMember c;
+  CppMember cpp;
 };
 template <typename C, typename CField, typename Cpp, typename CppField>
 constexpr FieldMap<C, CField, Cpp, CppField> field(CField C::*c, CppField Cpp::*cpp) {
