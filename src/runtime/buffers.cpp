@@ -30,6 +30,10 @@ void RuntimeImpl::check_sizes(const Plan& plan) const {
     // A sparse allreduce's dropped pairs, and its exchange's room (received, reduced, local,
     // survivors and the sort keys: each up to min(P k, n) 8-byte items, detail/sparse_allreduce).
     if (gr.collective == Collective::sparse_allreduce) pairs += k + 5 * std::min(p * k, gr.numel);
+    // The compact pair format's blocks unpacked into P k pairs for the scatter-add (the
+    // blocks themselves are smaller than the 8-byte pairs counted above).
+    if (gr.collective == Collective::sparse && options.pair_wire != PairWire::pairs8)
+      pairs += p * k;
     max_n = std::max<std::uint64_t>(max_n, gr.numel);
   }
   // gradient + residual (two buffers) + aggregated (+ velocity), the pairs, the selector's
