@@ -117,9 +117,11 @@ class AllgatherExchange final : public TopkExchange {
 
 }  // namespace
 
-/// This rank's k pairs and the P k gathered.
-std::uint64_t allgather_footprint(std::uint64_t /*n*/, std::uint64_t k, std::uint64_t ranks) {
-  return k * (1 + ranks);
+/// This rank's k pairs and the P k gathered; a compact pair wire's blocks are unpacked into
+/// P k more pairs for the scatter-add (the blocks are smaller than the 8-byte pairs counted).
+std::uint64_t allgather_footprint(std::uint64_t /*n*/, std::uint64_t k, std::uint64_t ranks,
+                                  PairWire wire) {
+  return k * (1 + ranks) + (wire == PairWire::pairs8 ? 0 : ranks * k);
 }
 
 std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice slice, double density,

@@ -80,7 +80,7 @@ class AllreduceExchange final : public GroupExchange {
 /// An upper bound: counted as an allgather group's pairs (the exchange itself works in the
 /// flat buffers, which the check counts per element).
 std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks) {
-  return allgather_footprint(n, k, ranks);
+  return allgather_footprint(n, k, ranks, PairWire::pairs8);
 }
 
 std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice, ExchangeContext& ctx) {

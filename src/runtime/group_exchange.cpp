@@ -24,7 +24,7 @@ std::uint64_t exchange_footprint(Collective collective, std::uint64_t n, std::ui
                                  std::uint64_t ranks, PairWire wire) {
   switch (collective) {
     case Collective::sparse:
-      return allgather_footprint(n, k, ranks);
+      return allgather_footprint(n, k, ranks, wire);
     case Collective::dense:
       return allreduce_footprint(n, k, ranks);
     case Collective::sparse_allreduce:

@@ -142,7 +142,8 @@ std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice slice, double 
 std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice, ExchangeContext& ctx);
 std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice, double density,
                                                               ExchangeContext& ctx);
-std::uint64_t allgather_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks);
+std::uint64_t allgather_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
+                                  PairWire wire);
 std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks);
 std::uint64_t sparse_allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
                                          PairWire wire);
