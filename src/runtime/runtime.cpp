@@ -63,20 +63,6 @@ Status RuntimeImpl::ready(std::size_t l) noexcept {
   return Status::ok;
 }
 
-/// ready(l) with the layer's gradient in a view of the caller's: copied into the flat
-/// gradient first, unless a check fails.
-Status RuntimeImpl::ready(std::size_t l, const ConstGradientView& grad) noexcept {
-  if (l >= layers.size()) return ready(l);
-  if (grad.extent(0) != layers[l].numel)
-    return fail(Status::shape_mismatch,
-                "omgs: ready(" + std::to_string(l) + ", view): layer '" + layers[l].name +
-                    "' has " + std::to_string(layers[l].numel) + " elements, the view " +
-                    std::to_string(grad.extent(0)));
-  if (is_ready[l]) return ready(l);
-  Kokkos::deep_copy(layer_slice(flat_.grad, l, "ready"), grad);
-  return ready(l);
-}
-
 /// Group g's layers are all in: its exchange prepares what it sends, then the engine gets it.
 void RuntimeImpl::sparsify(std::size_t g) {
   GroupExchange& ex = *instance_->exchanges[g];

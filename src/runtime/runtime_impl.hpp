@@ -151,7 +151,6 @@ class RuntimeImpl : SetupState, IterationState {
   const Plan& plan() const { return instance_->plan; }
   // runtime.cpp: the iteration.
   Status ready(std::size_t l) noexcept;
-  Status ready(std::size_t l, const ConstGradientView& grad) noexcept;
   void sparsify(std::size_t g);
   /// Group g's prepare interval: topk_start_s/topk_end_s and the iteration's sparsify_s /
   /// sparsify_cpu_s. The thread CPU clock (a system call, ~1.4 us) is read outside the wall
