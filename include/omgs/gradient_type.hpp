@@ -4,9 +4,10 @@
 //
 // omgs::bf16_t and omgs::fp16_t are 2-byte IEEE bfloat16 / binary16 storage types:
 // Kokkos::Experimental::bhalf_t / half_t where Kokkos makes them real 16-bit types (Kokkos 4
-// with CUDA, HIP or SYCL; half_t also in Kokkos 3.4 with CUDA), otherwise omgs's own 16-bit
-// type with the same bits (Kokkos 3.4 has no bhalf_t and both Kokkos 3.4 and 4.x make
-// half_t / bhalf_t plain float on host-only back-ends: Serial, OpenMP, Threads). Either way
+// with CUDA or SYCL; half_t also in Kokkos 4 with HIP and in Kokkos 3.4 with CUDA), otherwise
+// omgs's own 16-bit type with the same bits (Kokkos 3.4 has no bhalf_t, Kokkos 4.6 with HIP
+// makes bhalf_t float, and both Kokkos 3.4 and 4.x make half_t / bhalf_t plain float on
+// host-only back-ends: Serial, OpenMP, Threads). Either way
 // a view of them holds 2 bytes per element, so another framework's bf16 / fp16 memory
 // (e.g. a torch tensor's) can be wrapped in an unmanaged view.
 #pragma once

@@ -38,7 +38,9 @@ class Pinner {
 
  private:
   struct Impl;
-  Impl* impl_;
+  // Unused without hwloc (-DOMGS_ENABLE_HWLOC=OFF), where clang warns of a private field
+  // that is never read.
+  [[maybe_unused]] Impl* impl_;
 };
 
 }  // namespace omgs::detail
