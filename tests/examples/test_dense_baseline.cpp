@@ -116,9 +116,13 @@ TEST_CASE("choose_allreduce: every rank makes the same choice") {
   MPI_Query_thread(&level);
   CHECK(v.progress_thread == (level == MPI_THREAD_MULTIPLE));
   // The blocking form is timed only where a progress thread can call it, and wins only if
-  // it is the fastest of the three.
+  // every non-blocking candidate (the two forms, any MPI_T setting) is over 10% slower
+  // (blocking_margin in src/comm/allreduce_form.cpp).
   CHECK(std::isnan(blocking_s) == !v.progress_thread);
-  CHECK(v.blocking == (v.progress_thread && blocking_s < std::min(in_place_s, separate_s)));
+  double nonblocking_s = std::min(in_place_s, separate_s);
+  for (const double s : c.setting_median_s)
+    if (!std::isnan(s)) nonblocking_s = std::min(nonblocking_s, s);
+  CHECK(v.blocking == (v.progress_thread && nonblocking_s > blocking_s * 1.10));
   CHECK(v.in_place == (!v.blocking && in_place_s <= separate_s));
   int form = v.blocking ? 2 : v.in_place ? 1 : 0, form_lo = 0, form_hi = 0;
   MPI_Allreduce(&form, &form_lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
