@@ -109,7 +109,10 @@ struct CollectiveCosts {
   std::map<int, AlphaBeta> table;
   bool has_formula = false;
   CollectiveFormula formula;
-  bool knows(int workers) const { return has_formula || table.count(workers) != 0; }
+  /// A formula covers every P >= 1, never P <= 0.
+  bool knows(int workers) const {
+    return workers >= 1 && (has_formula || table.count(workers) != 0);
+  }
 };
 
 /// A calibratable model: top-k time c0 + c1 * f(n) and allgather time alpha + beta * bytes,

@@ -38,6 +38,10 @@ TEST_CASE("alpha-beta model: allreduce table and formulas of P", "[plan][perf][d
   CHECK(m.allreduce_s(0, 8) == 0.0);
   CHECK(m.knows_allreduce(3));
   CHECK_NOTHROW(m.check_workers(4096));
+  // The formula does not cover P <= 0 (a fuzzer finding: check_workers(0) was accepted).
+  CHECK_FALSE(m.knows_allreduce(0));
+  CHECK_THROWS_WITH(m.check_workers(0), Catch::Contains("P = 0"));
+  CHECK_THROWS_WITH(m.check_workers(-3), Catch::Contains("P = -3"));
 
   const omgs::AlphaBetaModel old(omgs::TopkForm::linear, 0.0, 1e-9, {{4, {1e-4, 1e-9}}});
   CHECK_FALSE(old.knows_allreduce(4));
