@@ -19,6 +19,7 @@ namespace omgs::detail {
 /// error (agreed by every rank) the instance in force stays, its engine restarted, and the
 /// error is rethrown.
 void RuntimeImpl::install_plan(Plan next) {
+  const double t0 = now_s();
   next = with_sparse_exchange(std::move(next));
   check_plan(next);
   std::unique_ptr<PlanInstance> built;
@@ -29,12 +30,18 @@ void RuntimeImpl::install_plan(Plan next) {
   } catch (const Error& e) {
     err = e.what();
   }
+  const double t1 = now_s();
+  record(TraceKind::install_build, -1, t0, t1);
   agree_on_error(comm, err, "omgs");
+  const double t2 = now_s();
+  record(TraceKind::install_agree, -1, t1, t2);
   const bool replacing = instance_ != nullptr;
   if (replacing) {
     instance_->gather_residual();  // before its group ranges are dropped
     instance_->engine.reset();     // stops the thread first
   }
+  const double t3 = now_s();
+  record(TraceKind::install_release, -1, t2, t3);
   try {
     start_engine(*built);
   } catch (const std::exception& e) {
@@ -45,6 +52,7 @@ void RuntimeImpl::install_plan(Plan next) {
     }
     throw;
   }
+  record(TraceKind::install_engine, -1, t3, now_s());
   if (replacing) built->generation = instance_->generation + 1;
   instance_ = std::move(built);
 }

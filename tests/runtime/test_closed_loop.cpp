@@ -140,6 +140,11 @@ TEST_CASE("closed loop: every rank refits to the same model and ends with the sa
   std::remove(trace_of_rank.c_str());
   CHECK(omgs_test::count_of(text, "refit") == static_cast<std::size_t>(refits));
   CHECK(omgs_test::count_of(text, "refit and replan") == static_cast<std::size_t>(replans));
+  // ... with its parts: the fit in every refit, the install's steps in every plan change.
+  CHECK(omgs_test::count_of(text, "fit: collectives and model") ==
+        static_cast<std::size_t>(refits));
+  CHECK(omgs_test::count_of(text, "install: agreement") == static_cast<std::size_t>(replans));
+  CHECK(omgs_test::count_of(text, "install: engine") == static_cast<std::size_t>(replans));
 }
 
 TEST_CASE("closed loop: max_replans = 0 refits once and never switches", "[runtime][closed-loop]") {
