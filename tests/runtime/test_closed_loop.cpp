@@ -98,6 +98,8 @@ TEST_CASE("closed loop: every rank refits to the same model and ends with the sa
     // most max_replans + 1 refits), and at most one take-back, which settles the loop.
     CHECK(refits >= 1);
     CHECK(switches <= opt.max_replans);
+    // Every plan change gave the engine in force the new groups; none rebuilt it.
+    CHECK(rt.progress_stats().group_sets == static_cast<std::uint64_t>(1 + replans));
     CHECK(taken_back <= 1);
     CHECK(replans == switches + taken_back);
     CHECK(refits <= opt.max_replans + 1);
