@@ -60,7 +60,8 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
   ranks_ = comm_.size();
   rank_ = comm_.rank();
   // Local validation; the verdict is agreed on collectively so that every rank throws.
-  agree_on_groups(validate_groups(groups), groups_.get(), num_groups_, who, comm_.get());
+  const std::string verdict = validate_groups(groups);  // sets groups_: before the call
+  agree_on_groups(verdict, groups_.get(), num_groups_, who, comm_.get());
   wire_ctx_ = {comm_.get(), pair_type_.get()};
   init_groups(groups_.get(), num_groups_, staging_);
   init_driver_state();
