@@ -87,6 +87,10 @@ void EngineImpl::reset_driver_counters() noexcept {
   counters_.post_errors.store(0, std::memory_order_relaxed);
   counters_.last_error_class.store(0, std::memory_order_relaxed);
   epoch_s_ = now_s();
+  for (int g = 0; g < num_groups_; ++g) {  // init_groups() set them to the previous epoch
+    GroupState& s = groups_[static_cast<std::size_t>(g)];
+    s.last_submit_s = s.last_post_s = s.last_complete_s = epoch_s_;
+  }
 }
 
 /// Collective: every rank's verdict is agreed first, so a refusal (a rank busy, groups

@@ -50,6 +50,7 @@ TEST_CASE("rebind: the engine posts the new groups intact and keeps its thread",
   CHECK(run_fixed(e, a, kKs, 0, 3) == 0);
   e.rebind(b.groups);
   CHECK(e.num_groups() == static_cast<int>(ks_b.size()));
+  CHECK(e.stats().groups[0].last_submit_s == 0.0);  // seconds since the rebind, as new
   CHECK(run_fixed(e, b, ks_b, 3, 4) == 0);
   const omgs::ProgressStats after = e.stats();
   CHECK(after.group_sets == 2);
