@@ -215,6 +215,8 @@ TEST_CASE("closed loop: a switch that measured slower is taken back, with its ow
   CHECK(rt.last_refit().model == model_of_replaced);
   CHECK(rt.plan().predicted.iteration_end_s == predicted_of_replaced);
   CHECK(rt.last_stats().plan_generation == 2);  // the switch and the take-back
+  // Both went to the engine built for the first plan: its groups changed, it was not rebuilt.
+  CHECK(rt.progress_stats().group_sets == 3);
 }
 
 TEST_CASE("closed loop: OMGS_REFIT_ITERATIONS turns it on", "[runtime][closed-loop]") {
