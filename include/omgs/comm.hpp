@@ -244,6 +244,9 @@ struct ProgressStats {
   std::uint64_t groups_completed = 0;
   std::uint64_t mpi_errors = 0;  ///< MPI calls that returned an error (with MPI_ERRORS_RETURN)
   std::uint64_t queries_answered = 0;  ///< watchdog queries of other ranks answered
+  /// Sets of groups the engine has posted: 1 from construction, + 1 per rebind(). The
+  /// counters above and the groups' statistics count since the last set was taken.
+  std::uint64_t group_sets = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   std::vector<GroupStats> groups;
@@ -263,6 +266,16 @@ class OMGS_EXPORT ProgressEngine {
   ~ProgressEngine();
   ProgressEngine(const ProgressEngine&) = delete;
   ProgressEngine& operator=(const ProgressEngine&) = delete;
+
+  /// Collective over the engine's communicator: the engine posts `groups` from now on, as
+  /// a new engine would (group numbering, statistics and the watchdog's exchange numbers
+  /// restart), keeping its communicators, watchdog, pin and progress thread. Owner
+  /// thread only, while idle: every submitted group reported complete (wait / poll) and no
+  /// other thread submitting. Every rank's verdict is agreed first: a rank that is busy,
+  /// groups that differ across ranks, a failed earlier collective or a progress thread
+  /// that does not pause within options.shutdown_timeout_s throw omgs::Error on every
+  /// rank, and the engine keeps posting its previous groups.
+  void rebind(std::vector<GroupBuffers> groups);
 
   /// Marks group g ready (its send buffer holds k pairs, or `count` in variable mode).
   /// Never blocks, never allocates. Safe from several threads at once.

@@ -6,7 +6,9 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -71,6 +73,13 @@ class PairType {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
 };
 
+/// A set of groups the engine posts: their state and wires, and whether they stage.
+struct GroupSet {
+  std::unique_ptr<GroupState[]> states;
+  int count = 0;
+  bool staging = false;
+};
+
 class EngineImpl {
  public:
   EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups, ProgressOptions options);
@@ -85,6 +94,8 @@ class EngineImpl {
   GroupTimes group_times(int g) const noexcept;
   GroupStats group_stats(int g) const noexcept;
   ProgressStats stats() const;
+  /// Collective: the engine posts `groups` from now on (engine_rebind.cpp).
+  void rebind(std::vector<GroupBuffers> groups);
 
   // Declared first: set by configure(), before the members below are constructed.
   int num_groups_ = 0;
@@ -98,14 +109,25 @@ class EngineImpl {
   // Set-up steps (engine_setup.cpp).
   ProgressOptions configure(MPI_Comm user_comm, ProgressOptions options);
   std::string validate_groups(const std::vector<GroupBuffers>& groups);
+  std::string make_group_set(const std::vector<GroupBuffers>& groups, GroupSet& out) const;
   void compute_displs(GroupState& s) noexcept;  // variable counts: from the arrived counts
-  void agree_on_groups(const std::string& local_error);
-  void init_groups();
+  /// Collective; `name` (the engine's constructor or rebind) prefixes the errors; the
+  /// verdicts are agreed on `verdict_comm`, the rest on comm_ once every rank is known idle.
+  void agree_on_groups(const std::string& local_error, const GroupState* states, int count,
+                       const char* name, MPI_Comm verdict_comm);
+  void init_groups(GroupState* states, int count, bool staging);
   void init_driver_state();
   std::pair<int, int> node_ranks();
   RankLayout measure_layout(std::pair<int, int> node);
   void start_progress(std::pair<int, int> node);
   void shutdown() noexcept;
+  // rebind() (engine_rebind.cpp): this rank's verdict on taking new groups now, and the
+  // progress thread parked while the engine's state changes under it.
+  std::string rebind_precondition() const;
+  bool pause_driver(double timeout_s);
+  void resume_driver() noexcept;
+  void park() noexcept;  // [P] waits while pause_ is set
+  void reset_driver_counters() noexcept;
 
   bool step() noexcept;               // [P] one pass: pop submissions, post in order, test
   bool fail_ready_groups() noexcept;  // after a failed completion
@@ -174,7 +196,15 @@ class EngineImpl {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> stopped_{false};
-  std::thread::id owner_;
+  // rebind(): the owner sets pause_ (under park_mutex_) and waits for parked_; the thread
+  // parks at the top of its loop until pause_ is cleared. The mutex orders the owner's
+  // changes to the engine's state before the thread's next step.
+  std::atomic<bool> pause_{false};
+  bool parked_ = false;  // guarded by park_mutex_
+  std::mutex park_mutex_;
+  std::condition_variable park_cv_;
+  std::uint64_t group_sets_ = 1;  // [O] sets of groups taken: construction, + 1 per rebind()
+  std::thread::id owner_ = std::this_thread::get_id();  // the creating thread: rebind() checks
   bool leaked_ = false;
 };
 

@@ -199,6 +199,7 @@ ProgressStats EngineImpl::stats() const {
   out.groups_completed = groups_completed_.load(std::memory_order_relaxed);
   out.mpi_errors = mpi_errors_.load(std::memory_order_relaxed);
   out.queries_answered = watchdog_.queries_answered();
+  out.group_sets = group_sets_;
   out.groups.resize(static_cast<std::size_t>(num_groups_));
   for (int g = 0; g < num_groups_; ++g) {
     GroupStats& o = out.groups[static_cast<std::size_t>(g)];
@@ -218,6 +219,10 @@ ProgressEngine::ProgressEngine(MPI_Comm comm, std::vector<GroupBuffers> groups,
     : impl_(std::make_unique<detail::EngineImpl>(comm, std::move(groups), std::move(options))) {}
 
 ProgressEngine::~ProgressEngine() = default;
+
+void ProgressEngine::rebind(std::vector<GroupBuffers> groups) {
+  impl_->rebind(std::move(groups));
+}
 
 SubmitStatus ProgressEngine::submit(int g) noexcept {
   if (g < 0 || g >= impl_->num_groups_) return SubmitStatus::bad_group;

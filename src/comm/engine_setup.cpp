@@ -60,9 +60,10 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
   ranks_ = comm_.size();
   rank_ = comm_.rank();
   // Local validation; the verdict is agreed on collectively so that every rank throws.
-  agree_on_groups(validate_groups(groups));
+  const std::string verdict = validate_groups(groups);  // sets groups_: before the call
+  agree_on_groups(verdict, groups_.get(), num_groups_, who, comm_.get());
   wire_ctx_ = {comm_.get(), pair_type_.get()};
-  init_groups();
+  init_groups(groups_.get(), num_groups_, staging_);
   init_driver_state();
   start_progress(node_ranks());
 }
@@ -110,7 +111,6 @@ ProgressOptions EngineImpl::configure(MPI_Comm user_comm, ProgressOptions option
   require_mpi_active(who);
   if (user_comm == MPI_COMM_NULL)
     throw Error(std::string(who) + ": the communicator is MPI_COMM_NULL");
-  owner_ = std::this_thread::get_id();
   if (options.read_environment)
     apply_progress_environment(options.pin, options.gpu_aware, pin_what_);
   MPI_Query_thread(&thread_level_);
@@ -129,32 +129,20 @@ ProgressOptions EngineImpl::configure(MPI_Comm user_comm, ProgressOptions option
 
 /// This rank's verdict on the groups and options ("" if fine); decides staging.
 std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups) {
-  if (groups.size() > static_cast<std::size_t>(INT_MAX / 2)) return "too many groups";
-  num_groups_ = static_cast<int>(groups.size());
-  if (num_groups_ == 0) return "no groups given";
   if (options_.blocking_allreduce && mode_ != ProgressMode::thread)
     return "blocking_allreduce needs the progress thread (this rank runs inline: " +
            std::string(options_.force_inline ? "options.force_inline"
                                              : thread_level_name(thread_level_)) +
            ")";
-  groups_.reset(new GroupState[static_cast<std::size_t>(num_groups_)]);
-  for (int g = 0; g < num_groups_; ++g) {
-    GroupState& s = groups_[static_cast<std::size_t>(g)];
-    s.wire = make_wire(groups[static_cast<std::size_t>(g)], options_.blocking_allreduce);
-    s.k = s.wire->k();
-    std::string err = s.wire->check(g, ranks_);
-    if (!err.empty()) return err;
-  }
   gpu_aware_ = options_.gpu_aware == GpuAwareMpi::automatic
                    ? mpi_reports_gpu_support()
                    : options_.gpu_aware == GpuAwareMpi::yes;
-  bool host_only = false;
-  for (int g = 0; g < num_groups_; ++g)
-    host_only |= groups_[static_cast<std::size_t>(g)].wire->host_only();
-  staging_ = options_.buffer_space == MemorySpace::device && (!gpu_aware_ || host_only);
-  if (staging_ && (!options_.copy_to_host || !options_.copy_to_device))
-    return "options.buffer_space is device and MPI is not GPU-aware, but options.copy_to_host / "
-           "options.copy_to_device are not set (needed to stage through host mirrors)";
+  GroupSet set;
+  std::string err = make_group_set(groups, set);
+  num_groups_ = set.count;
+  groups_ = std::move(set.states);
+  staging_ = set.staging;
+  if (!err.empty()) return err;
   const IdleOptions& idle = options_.idle;
   if (idle.spin_iterations < 0 || idle.yield_iterations < 0 || !(idle.sleep_s >= 0) ||
       !(idle.max_sleep_s >= 0) || !std::isfinite(idle.sleep_s) || !std::isfinite(idle.max_sleep_s))
@@ -168,23 +156,47 @@ std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups)
   return "";
 }
 
+/// The per-group state and wires of `groups` into `out`, and whether they stage; this
+/// rank's verdict on them ("" if fine). Used by construction and rebind().
+std::string EngineImpl::make_group_set(const std::vector<GroupBuffers>& groups,
+                                       GroupSet& out) const {
+  if (groups.size() > static_cast<std::size_t>(INT_MAX / 2)) return "too many groups";
+  out.count = static_cast<int>(groups.size());
+  if (out.count == 0) return "no groups given";
+  out.states.reset(new GroupState[groups.size()]);
+  bool host_only = false;
+  for (int g = 0; g < out.count; ++g) {
+    GroupState& s = out.states[static_cast<std::size_t>(g)];
+    s.wire = make_wire(groups[static_cast<std::size_t>(g)], options_.blocking_allreduce);
+    s.k = s.wire->k();
+    std::string err = s.wire->check(g, ranks_);
+    if (!err.empty()) return err;
+    host_only |= s.wire->host_only();
+  }
+  out.staging = options_.buffer_space == MemorySpace::device && (!gpu_aware_ || host_only);
+  if (out.staging && (!options_.copy_to_host || !options_.copy_to_device))
+    return "options.buffer_space is device and MPI is not GPU-aware, but options.copy_to_host / "
+           "options.copy_to_device are not set (needed to stage through host mirrors)";
+  return "";
+}
+
 /// Collective: every rank's verdict, then the number of groups, the mode and every k.
-void EngineImpl::agree_on_groups(const std::string& local_error) {
-  const std::string prefix = std::string(who) + " (rank " + std::to_string(rank_) + "): ";
-  agree_on_error(comm_.get(), local_error.empty() ? "" : prefix + local_error, who);
+void EngineImpl::agree_on_groups(const std::string& local_error, const GroupState* states,
+                                 int count, const char* name, MPI_Comm verdict_comm) {
+  const std::string prefix = std::string(name) + " (rank " + std::to_string(rank_) + "): ";
+  agree_on_error(verdict_comm, local_error.empty() ? "" : prefix + local_error, name);
   std::vector<std::uint64_t> mx, mn;
-  max_min(comm_.get(), {static_cast<std::uint64_t>(num_groups_), options_.variable_counts}, mx, mn);
+  max_min(comm_.get(), {static_cast<std::uint64_t>(count), options_.variable_counts}, mx, mn);
   if (mx[0] != mn[0])
     throw Error(prefix + "ranks disagree on the number of groups (" + std::to_string(mn[0]) +
-                " to " + std::to_string(mx[0]) + "; this rank has " + std::to_string(num_groups_) +
-                ")");
+                " to " + std::to_string(mx[0]) + "; this rank has " + std::to_string(count) + ")");
   if (mx[1] != mn[1]) throw Error(prefix + "ranks disagree on options.variable_counts");
   // Every k, then every wire's extent (a dense group's size): a group sparse on one rank
   // and dense on another would post an allgather against an allreduce.
-  const auto G = static_cast<std::size_t>(num_groups_);
+  const auto G = static_cast<std::size_t>(count);
   std::vector<std::uint64_t> ks;
-  for (std::size_t g = 0; g < G; ++g) ks.push_back(groups_[g].k);
-  for (std::size_t g = 0; g < G; ++g) ks.push_back(groups_[g].wire->extent());
+  for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].k);
+  for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].wire->extent());
   max_min(comm_.get(), ks, mx, mn);
   for (std::size_t i = 0; i < ks.size(); ++i)
     if (mx[i] != mn[i])
@@ -197,10 +209,10 @@ void EngineImpl::agree_on_groups(const std::string& local_error) {
 
 /// Counts and displacements once (fixed mode), host mirrors when staging; collective (a
 /// phased wire's communicator), after agree_on_groups.
-void EngineImpl::init_groups() {
+void EngineImpl::init_groups(GroupState* states, int count, bool staging) {
   const auto P = static_cast<std::size_t>(ranks_);
-  for (int g = 0; g < num_groups_; ++g) {
-    GroupState& s = groups_[static_cast<std::size_t>(g)];
+  for (int g = 0; g < count; ++g) {
+    GroupState& s = states[static_cast<std::size_t>(g)];
     const int k = static_cast<int>(s.k);
     s.counts.assign(P, k);
     s.displs.resize(P);
@@ -208,7 +220,7 @@ void EngineImpl::init_groups() {
     s.send_count = k;
     s.total = k * ranks_;
     s.last_submit_s = s.last_post_s = s.last_complete_s = epoch_s_;
-    s.wire->init(wire_ctx_, staging_, ranks_);
+    s.wire->init(wire_ctx_, staging, ranks_);
   }
 }
 

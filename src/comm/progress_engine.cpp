@@ -20,6 +20,11 @@ void EngineImpl::thread_main() {
   // An oversubscribed layout skips the spinning and yielding (idle_for_layout).
   Backoff backoff(idle_for_layout(options_.idle, layout_));
   while (!stop_.load(std::memory_order_acquire)) {
+    if (pause_.load(std::memory_order_acquire)) {
+      park();
+      backoff.reset();
+      continue;
+    }
     if (step()) {
       backoff.reset();
     } else {

@@ -64,6 +64,10 @@ class Watchdog {
   /// The answers of the round just finished, with the report; readies the next round.
   Diagnosis collect(int g, int num_groups, const ProgressCounters& own);
 
+  /// Its communicator: point-to-point only, so a collective on it (rebind()'s verdict)
+  /// never meets a group's collective still in flight on the engine's.
+  MPI_Comm comm() const noexcept { return comm_.get(); }
+
   std::uint64_t queries_answered() const noexcept {
     return queries_answered_.load(std::memory_order_relaxed);
   }

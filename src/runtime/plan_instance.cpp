@@ -14,11 +14,12 @@
 namespace omgs::detail {
 
 /// Collective: builds the instance of `next` (checked identical on every rank) and swaps it
-/// in for the one in force in one step. Only one progress thread runs at a time: the old
-/// engine stops (idle: finish() waited for every group) before the new one starts. On an
-/// error (agreed by every rank) the instance in force stays, its engine restarted, and the
-/// error is rethrown.
+/// in for the one in force in one step. The progress engine (its communicators and thread)
+/// outlives plans: the one in force takes the new instance's groups while idle (finish()
+/// waited for every group) and moves to it. On an error (agreed by every rank) the instance
+/// in force stays, its engine posting its groups as before, and the error is rethrown.
 void RuntimeImpl::install_plan(Plan next) {
+  const double t0 = now_s();
   next = with_sparse_exchange(std::move(next));
   check_plan(next);
   std::unique_ptr<PlanInstance> built;
@@ -29,23 +30,23 @@ void RuntimeImpl::install_plan(Plan next) {
   } catch (const Error& e) {
     err = e.what();
   }
+  const double t1 = now_s();
+  record(TraceKind::install_build, -1, t0, t1);
   agree_on_error(comm, err, "omgs");
+  const double t2 = now_s();
+  record(TraceKind::install_agree, -1, t1, t2);
   const bool replacing = instance_ != nullptr;
+  if (replacing) instance_->gather_residual();  // before its group ranges are dropped
+  const double t3 = now_s();
+  record(TraceKind::install_release, -1, t2, t3);
   if (replacing) {
-    instance_->gather_residual();  // before its group ranges are dropped
-    instance_->engine.reset();     // stops the thread first
-  }
-  try {
+    instance_->engine->rebind(wires_of(*built));  // throws on every rank, changing nothing
+    built->engine = std::move(instance_->engine);
+    built->generation = instance_->generation + 1;
+  } else {
     start_engine(*built);
-  } catch (const std::exception& e) {
-    try {
-      if (replacing) start_engine(*instance_);
-    } catch (const std::exception& e2) {
-      throw Error(std::string(e.what()) + "; restoring the previous plan failed too: " + e2.what());
-    }
-    throw;
   }
-  if (replacing) built->generation = instance_->generation + 1;
+  record(TraceKind::install_engine, -1, t3, now_s());
   instance_ = std::move(built);
 }
 
@@ -94,10 +95,16 @@ std::unique_ptr<PlanInstance> RuntimeImpl::build_instance(Plan next) {
   return p;
 }
 
-/// Collective: the engine of instance p, posting what its exchanges describe.
-void RuntimeImpl::start_engine(PlanInstance& p) const {
+/// What the exchanges of instance p give the engine to post, in plan order.
+std::vector<GroupBuffers> RuntimeImpl::wires_of(const PlanInstance& p) {
   std::vector<GroupBuffers> wires;
   for (const auto& ex : p.exchanges) wires.push_back(ex->wire());
+  return wires;
+}
+
+/// Collective: the engine of instance p, posting what its exchanges describe.
+void RuntimeImpl::start_engine(PlanInstance& p) const {
+  std::vector<GroupBuffers> wires = wires_of(p);
   ProgressOptions po;
   po.force_inline = options.force_inline_progress;
   po.pin = options.progress_pin;

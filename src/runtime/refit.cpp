@@ -100,7 +100,9 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
     const int size = host_.plan_config().workers;
     ModelPrior prior = prior_of(host_.model(), size);
     std::vector<LayerSpec> next_layers = host_.layers();
+    const double fit_t0 = now_s();
     const std::vector<double> c = agreed_fit(prior.coefficients, next_layers, rep);
+    host_.record(TraceKind::refit_fit, -1, fit_t0, now_s());
     // The fit's beta is per byte of 8-byte pairs (bytes_received): per byte of the pair
     // format in force it is 8 / pair_bytes times that.
     const double pb = host_.wire_pair_bytes();

@@ -148,6 +148,7 @@ class RuntimeImpl : SetupState, IterationState {
   void install_plan(Plan next);  // collective: check, build, swap in one step
   std::unique_ptr<PlanInstance> build_instance(Plan next);
   void start_engine(PlanInstance& p) const;
+  static std::vector<GroupBuffers> wires_of(const PlanInstance& p);
   const Plan& plan() const { return instance_->plan; }
   // runtime.cpp: the iteration.
   Status ready(std::size_t l) noexcept;

@@ -28,6 +28,16 @@ const char* trace_name(TraceKind k) {
       return "refit (plan kept)";
     case TraceKind::replan:
       return "refit and replan";
+    case TraceKind::refit_fit:
+      return "fit: collectives and model";
+    case TraceKind::install_build:
+      return "install: checks and buffers";
+    case TraceKind::install_agree:
+      return "install: agreement";
+    case TraceKind::install_release:
+      return "install: release";
+    case TraceKind::install_engine:
+      return "install: engine";
   }
   return "?";
 }

@@ -18,6 +18,12 @@ enum class TraceKind : std::uint8_t {
   wait,
   refit,   // the closed loop refitted the model (kept the plan)
   replan,  // ... and switched plans
+  // The parts of a refit and of a plan install (group -1), nested in the events above:
+  refit_fit,        // the refit's collectives (agreed medians, the fit made certain) and fit
+  install_build,    // the new instance's checks and buffers (allocation, no collective)
+  install_agree,    // the agreement on the build's verdict (an allreduce)
+  install_release,  // the instance in force gives up its groups (residuals; its engine)
+  install_engine,   // the engine takes the new groups (its set-up collectives included)
 };
 
 class TraceRecorder {

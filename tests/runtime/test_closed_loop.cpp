@@ -98,6 +98,8 @@ TEST_CASE("closed loop: every rank refits to the same model and ends with the sa
     // most max_replans + 1 refits), and at most one take-back, which settles the loop.
     CHECK(refits >= 1);
     CHECK(switches <= opt.max_replans);
+    // Every plan change gave the engine in force the new groups; none rebuilt it.
+    CHECK(rt.progress_stats().group_sets == static_cast<std::uint64_t>(1 + replans));
     CHECK(taken_back <= 1);
     CHECK(replans == switches + taken_back);
     CHECK(refits <= opt.max_replans + 1);
@@ -140,6 +142,11 @@ TEST_CASE("closed loop: every rank refits to the same model and ends with the sa
   std::remove(trace_of_rank.c_str());
   CHECK(omgs_test::count_of(text, "refit") == static_cast<std::size_t>(refits));
   CHECK(omgs_test::count_of(text, "refit and replan") == static_cast<std::size_t>(replans));
+  // ... with its parts: the fit in every refit, the install's steps in every plan change.
+  CHECK(omgs_test::count_of(text, "fit: collectives and model") ==
+        static_cast<std::size_t>(refits));
+  CHECK(omgs_test::count_of(text, "install: agreement") == static_cast<std::size_t>(replans));
+  CHECK(omgs_test::count_of(text, "install: engine") == static_cast<std::size_t>(replans));
 }
 
 TEST_CASE("closed loop: max_replans = 0 refits once and never switches", "[runtime][closed-loop]") {
@@ -208,6 +215,8 @@ TEST_CASE("closed loop: a switch that measured slower is taken back, with its ow
   CHECK(rt.last_refit().model == model_of_replaced);
   CHECK(rt.plan().predicted.iteration_end_s == predicted_of_replaced);
   CHECK(rt.last_stats().plan_generation == 2);  // the switch and the take-back
+  // Both went to the engine built for the first plan: its groups changed, it was not rebuilt.
+  CHECK(rt.progress_stats().group_sets == 3);
 }
 
 TEST_CASE("closed loop: OMGS_REFIT_ITERATIONS turns it on", "[runtime][closed-loop]") {

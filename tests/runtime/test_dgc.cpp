@@ -123,13 +123,20 @@ TEST_CASE("dgc: set_density between iterations keeps the residuals and loses no 
   std::vector<std::vector<float>> before;
   for (std::size_t l = 0; l < rt.num_layers(); ++l) before.push_back(to_host(rt.residual(l)));
   const std::size_t k_before = rt.group_k(0);
+  const omgs::ProgressStats engine_before = rt.progress_stats();
+  CHECK(engine_before.group_sets == 1);
   rt.set_density(0.05);
   CHECK(rt.density() == 0.05);
+  // The engine in force took the new groups: its thread, pin and communicators stay.
+  CHECK(rt.progress_stats().group_sets == 2);
+  CHECK(rt.progress_stats().pinned_pu == engine_before.pinned_pu);
+  CHECK(rt.progress_stats().mode == engine_before.mode);
   CHECK(rt.group_k(0) > k_before);
   for (std::size_t l = 0; l < rt.num_layers(); ++l) REQUIRE(to_host(rt.residual(l)) == before[l]);
   for (int it = 0; it < 5; ++it) plain_iteration(rt, rng, led);
   led.check(rt, 1e-3);
   rt.set_density(0.001);  // and down again
+  CHECK(rt.progress_stats().group_sets == 3);
   for (int it = 0; it < 3; ++it) plain_iteration(rt, rng, led);
   led.check(rt, 1e-3);
 }
