@@ -1,0 +1,68 @@
+// Internal: the closed loop's candidate at a refit (docs/planner.md, "The loop's candidate
+// set"): the configured planner's plan and the automatic candidates' plans under the fitted
+// model, the one predicted fastest taken, the configured planner's kept on near-ties. Pure
+// C++17 like the rest of plan (tests/plan/test_loop_candidate.cpp); every rank plans the
+// same agreed inputs, so every rank gets the same candidate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <omgs/plan.hpp>
+
+namespace omgs::detail {
+
+/// The optimal search's budget inside a refit: a tenth of the default's work (about 0.1 s
+/// on a 2-core VM), since a refit runs up to max_replans + 1 times on the training's
+/// critical path; the default's memory cap. A search over it reports `approximate` (with
+/// its bound) or `fallback` like any other, and is still a candidate.
+OptimalBudget loop_optimal_budget();
+
+/// `model` as an all-sparse planner's loop sees it: every cost but the dense allreduce,
+/// which it does not know, so that the optimal search and the automatic candidates plan
+/// sparse groups only (the predictions of all-sparse plans are `model`'s, bit for bit).
+class SparseOnlyModel final : public PerfModel {
+ public:
+  explicit SparseOnlyModel(const PerfModel& model) : m_(model) {}
+  double topk_s(std::uint64_t numel) const override { return m_.topk_s(numel); }
+  double allgather_s(std::uint64_t numel, int workers, double density) const override {
+    return m_.allgather_s(numel, workers, density);
+  }
+  void check_workers(int workers) const override { m_.check_workers(workers); }
+  std::string describe() const override { return m_.describe() + " (sparse groups only)"; }
+  bool knows_sparse_allreduce(int workers) const override {
+    return m_.knows_sparse_allreduce(workers);
+  }
+  double sparse_allreduce_s(std::uint64_t numel, int workers, double density) const override {
+    return m_.sparse_allreduce_s(numel, workers, density);
+  }
+
+ private:
+  const PerfModel& m_;
+};
+
+/// True for the planners whose plans are all sparse (mgs, layerwise, single, threshold):
+/// their loop compares all-sparse plans only (under SparseOnlyModel). The loop changes their
+/// grouping, not the exchange the user chose, and the refit does not fit the dense
+/// allreduce, so a dense group's prediction would be the calibration's alone.
+bool sparse_only_planner(Planner planner);
+
+/// The planners whose plans a refit compares, `configured` first, then every planner of
+/// automatic_candidates(model, workers) other than it (threshold only with
+/// threshold_numel > 0, as Planner::automatic does), the fixed groupings (single,
+/// layerwise, threshold) before the searches. `automatic` alone: its plan is already the
+/// choice among those candidates. Pass SparseOnlyModel for a sparse_only_planner.
+std::vector<Planner> loop_planners(Planner configured, const PerfModel& model,
+                                   const PlanConfig& config);
+
+/// plans[0] is the configured planner's plan, the others the alternatives (any order,
+/// fixed on every rank). Returns the index of the alternative predicted fastest when it is
+/// predicted at least `min_gain` (RuntimeOptions::replan_min_gain) of plans[0]'s prediction
+/// faster than plans[0]; else 0 (near-ties keep the configured planner's plan). Among
+/// alternatives predicted equally fast, the earlier. Throws omgs::Error if `plans` is
+/// empty or min_gain is negative or not finite.
+std::size_t loop_candidate(const std::vector<Plan>& plans, double min_gain);
+
+}  // namespace omgs::detail
