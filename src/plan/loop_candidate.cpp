@@ -54,4 +54,26 @@ std::size_t loop_candidate(const std::vector<Plan>& plans, double min_gain) {
   return 0;
 }
 
+bool same_groups(const std::vector<Group>& a, const std::vector<Group>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t g = 0; g < a.size(); ++g)
+    if (a[g].begin != b[g].begin || a[g].end != b[g].end || a[g].collective != b[g].collective)
+      return false;
+  return true;
+}
+
+std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain,
+                          const std::vector<Group>& in_force) {
+  const std::size_t c = loop_candidate(plans, min_gain);
+  if (!same_groups(plans[c].groups, in_force)) return c;
+  std::size_t other = c;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const double t = plans[i].predicted.iteration_end_s;
+    if (std::isfinite(t) && !same_groups(plans[i].groups, in_force) &&
+        (other == c || t < plans[other].predicted.iteration_end_s))
+      other = i;
+  }
+  return other;
+}
+
 }  // namespace omgs::detail

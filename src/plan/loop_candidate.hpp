@@ -65,4 +65,16 @@ std::vector<Planner> loop_planners(Planner configured, const PerfModel& model,
 /// empty or min_gain is negative or not finite.
 std::size_t loop_candidate(const std::vector<Plan>& plans, double min_gain);
 
+/// True if the two groupings are the same groups with the same collectives.
+bool same_groups(const std::vector<Group>& a, const std::vector<Group>& b);
+
+/// The plan a refit puts to the loop's decision (loop_decision.hpp): loop_candidate's,
+/// unless its groups are those of the plan in force (nothing to switch to); then the
+/// fastest predicted plan whose groups differ, which decide() explores once if it is
+/// predicted within min_gain of the plan in force and otherwise keeps out (so a predicted
+/// tie with another planner's plan is measured, as one with the configured planner's new
+/// plan is). Returns loop_candidate's index when no plan differs.
+std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain,
+                          const std::vector<Group>& in_force);
+
 }  // namespace omgs::detail

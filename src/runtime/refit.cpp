@@ -224,8 +224,9 @@ LoopInputs ClosedLoop::loop_inputs(const RefitReport& rep, bool candidate_differ
 /// The loop's candidate under the fitted model (plan/loop_candidate.hpp): the configured
 /// planner's plan, unless a plan of the automatic candidates (single, layerwise, optimal, ...;
 /// optimal under loop_optimal_budget(); all-sparse ones for an all-sparse planner) is
-/// predicted at least replan_min_gain faster than it; then the fastest. Every input is agreed, so
-/// every rank gets the same plan (which install_plan checks). Not collective.
+/// predicted at least replan_min_gain faster than it; then the fastest. If that is the plan
+/// in force, the fastest other plan (decide() explores it on a predicted tie). Every input
+/// is agreed, so every rank gets the same plan (which install_plan checks). Not collective.
 Plan ClosedLoop::candidate_plan(const std::vector<LayerSpec>& layers,
                                 const PerfModel& fitted) const {
   std::vector<Plan> plans;
@@ -234,7 +235,7 @@ Plan ClosedLoop::candidate_plan(const std::vector<LayerSpec>& layers,
   const PerfModel& model = sparse_only_planner(planner) ? sparse : fitted;
   for (Planner p : loop_planners(planner, model, host_.plan_config()))
     plans.push_back(host_.plan_for(p, layers, model, plans.empty() ? OptimalBudget{} : budget));
-  return std::move(plans[loop_candidate(plans, replan_min_gain)]);
+  return std::move(plans[loop_proposal(plans, replan_min_gain, host_.instance().plan.groups)]);
 }
 
 /// The fitted model and backward times replace the ones in force; then the loop's decision
@@ -258,11 +259,7 @@ void ClosedLoop::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Laye
   rep.candidate_groups = candidate.groups.size();
   rep.candidate_planner = candidate.planner;
   rep.model = fitted->describe();
-  bool same = candidate.groups.size() == plan.groups.size();
-  for (std::size_t g = 0; same && g < plan.groups.size(); ++g)
-    same = candidate.groups[g].begin == plan.groups[g].begin &&
-           candidate.groups[g].collective == plan.groups[g].collective;
-  const LoopDecision d = decide(loop_inputs(rep, !same));
+  const LoopDecision d = decide(loop_inputs(rep, !same_groups(candidate.groups, plan.groups)));
   ++model_generation;
   settled = d.settled;
   if (d.action == LoopAction::take_back) {

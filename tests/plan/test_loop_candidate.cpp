@@ -108,3 +108,34 @@ TEST_CASE("loop candidate: the planners compared, and the bounded optimal search
   CHECK(b.max_work == omgs::OptimalBudget{}.max_work / 10);
   CHECK(b.max_states == omgs::OptimalBudget{}.max_states);
 }
+
+TEST_CASE("loop proposal: the candidate, else the fastest plan that differs from the one in force",
+          "[plan][closed-loop]") {
+  using omgs::detail::loop_proposal;
+  using omgs::detail::same_groups;
+  auto plan = [](double s, std::vector<std::size_t> begins) {
+    omgs::Plan p;
+    p.predicted.iteration_end_s = s;
+    std::size_t end = 10;
+    for (std::size_t b : begins) {
+      p.groups.push_back({b, end, 0});
+      end = b;
+    }
+    return p;
+  };
+  const omgs::Plan mgs = plan(1.0, {6, 3, 0}), single = plan(0.97, {0}), two = plan(0.99, {5, 0});
+  CHECK(same_groups(mgs.groups, plan(2.0, {6, 3, 0}).groups));
+  CHECK_FALSE(same_groups(mgs.groups, two.groups));
+  omgs::Plan dense = mgs;
+  dense.groups[1].collective = omgs::Collective::dense;
+  CHECK_FALSE(same_groups(mgs.groups, dense.groups));
+  // MGS's plan in force and kept as the candidate (single gains 3% < 5%): the fastest other
+  // plan goes to decide(), which explores it once (a predicted tie).
+  CHECK(loop_proposal({mgs, single, two}, 0.05, mgs.groups) == 1);
+  // Another plan in force (the loop switched to `two`): MGS's plan is the candidate.
+  CHECK(loop_proposal({mgs, single, two}, 0.05, two.groups) == 0);
+  // A clear gain: the candidate itself.
+  CHECK(loop_proposal({mgs, plan(0.5, {0}), two}, 0.05, mgs.groups) == 1);
+  // Nothing differs: the candidate.
+  CHECK(loop_proposal({mgs}, 0.05, mgs.groups) == 0);
+}
