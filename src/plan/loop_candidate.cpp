@@ -63,9 +63,13 @@ bool same_groups(const std::vector<Group>& a, const std::vector<Group>& b) {
 }
 
 std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain,
-                          const std::vector<Group>& in_force) {
+                          const std::vector<Group>& in_force, double in_force_s) {
   const std::size_t c = loop_candidate(plans, min_gain);
-  if (!same_groups(plans[c].groups, in_force)) return c;
+  if (!same_groups(plans[c].groups, in_force) &&
+      in_force_s - plans[c].predicted.iteration_end_s >= min_gain * in_force_s)
+    return c;  // decide() switches to it
+  // No predicted gain over the plan in force: the one exploration goes to the plan predicted
+  // fastest of those that differ from it.
   std::size_t other = c;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const double t = plans[i].predicted.iteration_end_s;

@@ -68,13 +68,14 @@ std::size_t loop_candidate(const std::vector<Plan>& plans, double min_gain);
 /// True if the two groupings are the same groups with the same collectives.
 bool same_groups(const std::vector<Group>& a, const std::vector<Group>& b);
 
-/// The plan a refit puts to the loop's decision (loop_decision.hpp): loop_candidate's,
-/// unless its groups are those of the plan in force (nothing to switch to); then the
-/// fastest predicted plan whose groups differ, which decide() explores once if it is
-/// predicted within min_gain of the plan in force and otherwise keeps out (so a predicted
-/// tie with another planner's plan is measured, as one with the configured planner's new
-/// plan is). Returns loop_candidate's index when no plan differs.
+/// The plan a refit puts to the loop's decision (loop_decision.hpp), given the plan in force
+/// (its groups, and its prediction under the same model): loop_candidate's when it differs
+/// from the plan in force and is predicted at least min_gain of in_force_s faster (decide()
+/// switches to it); otherwise the fastest predicted plan whose groups differ from the plan
+/// in force, which decide() explores once if it is predicted within min_gain of it and
+/// otherwise keeps out: the one exploration goes to the plan predicted fastest, of any
+/// planner. Returns loop_candidate's index when no plan differs.
 std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain,
-                          const std::vector<Group>& in_force);
+                          const std::vector<Group>& in_force, double in_force_s);
 
 }  // namespace omgs::detail

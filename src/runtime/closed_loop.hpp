@@ -114,7 +114,8 @@ class ClosedLoop {
   std::vector<double> backward_medians() const;
   void switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
                    RefitReport& rep);
-  Plan candidate_plan(const std::vector<LayerSpec>& layers, const PerfModel& fitted) const;
+  Plan candidate_plan(const std::vector<LayerSpec>& layers, const PerfModel& fitted,
+                      const Plan& current) const;
 
   LoopHost& host_;
   // The options it follows (start()).

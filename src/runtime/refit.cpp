@@ -224,18 +224,21 @@ LoopInputs ClosedLoop::loop_inputs(const RefitReport& rep, bool candidate_differ
 /// The loop's candidate under the fitted model (plan/loop_candidate.hpp): the configured
 /// planner's plan, unless a plan of the automatic candidates (single, layerwise, optimal, ...;
 /// optimal under loop_optimal_budget(); all-sparse ones for an all-sparse planner) is
-/// predicted at least replan_min_gain faster than it; then the fastest. If that is the plan
-/// in force, the fastest other plan (decide() explores it on a predicted tie). Every input
+/// predicted at least replan_min_gain faster than it; then the fastest. Unless that is
+/// predicted to gain on `current` (the plan in force under the fitted model), the fastest
+/// plan that differs from `current` (decide() explores it on a predicted tie). Every input
 /// is agreed, so every rank gets the same plan (which install_plan checks). Not collective.
-Plan ClosedLoop::candidate_plan(const std::vector<LayerSpec>& layers,
-                                const PerfModel& fitted) const {
+Plan ClosedLoop::candidate_plan(const std::vector<LayerSpec>& layers, const PerfModel& fitted,
+                                const Plan& current) const {
   std::vector<Plan> plans;
   const OptimalBudget budget = loop_optimal_budget();
   const SparseOnlyModel sparse(fitted);
   const PerfModel& model = sparse_only_planner(planner) ? sparse : fitted;
   for (Planner p : loop_planners(planner, model, host_.plan_config()))
     plans.push_back(host_.plan_for(p, layers, model, plans.empty() ? OptimalBudget{} : budget));
-  return std::move(plans[loop_proposal(plans, replan_min_gain, host_.instance().plan.groups)]);
+  const std::size_t c =
+      loop_proposal(plans, replan_min_gain, current.groups, current.predicted.iteration_end_s);
+  return std::move(plans[c]);
 }
 
 /// The fitted model and backward times replace the ones in force; then the loop's decision
@@ -253,7 +256,7 @@ void ClosedLoop::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Laye
   current.status = plan.status;
   current.gap_bound_s = plan.gap_bound_s;
   current.status_note = plan.status_note;
-  Plan candidate = candidate_plan(next_layers, *fitted);
+  Plan candidate = candidate_plan(next_layers, *fitted, current);
   rep.predicted_current_s = current.predicted.iteration_end_s;
   rep.predicted_candidate_s = candidate.predicted.iteration_end_s;
   rep.candidate_groups = candidate.groups.size();

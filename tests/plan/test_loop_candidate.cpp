@@ -131,11 +131,14 @@ TEST_CASE("loop proposal: the candidate, else the fastest plan that differs from
   CHECK_FALSE(same_groups(mgs.groups, dense.groups));
   // MGS's plan in force and kept as the candidate (single gains 3% < 5%): the fastest other
   // plan goes to decide(), which explores it once (a predicted tie).
-  CHECK(loop_proposal({mgs, single, two}, 0.05, mgs.groups) == 1);
-  // Another plan in force (the loop switched to `two`): MGS's plan is the candidate.
-  CHECK(loop_proposal({mgs, single, two}, 0.05, two.groups) == 0);
+  CHECK(loop_proposal({mgs, single, two}, 0.05, mgs.groups, 1.0) == 1);
+  // Another plan in force (the loop switched to `two`) and predicted slower now: MGS's plan
+  // gains 5% on it and is the candidate (single does not gain 5% on MGS's plan: kept out).
+  CHECK(loop_proposal({mgs, single, two}, 0.05, two.groups, 1.06) == 0);
+  // ... and predicted as fast as MGS's: no gain, the fastest other plan is explored.
+  CHECK(loop_proposal({mgs, single, two}, 0.05, two.groups, 1.0) == 1);
   // A clear gain: the candidate itself.
-  CHECK(loop_proposal({mgs, plan(0.5, {0}), two}, 0.05, mgs.groups) == 1);
+  CHECK(loop_proposal({mgs, plan(0.5, {0}), two}, 0.05, mgs.groups, 1.0) == 1);
   // Nothing differs: the candidate.
-  CHECK(loop_proposal({mgs}, 0.05, mgs.groups) == 0);
+  CHECK(loop_proposal({mgs}, 0.05, mgs.groups, 1.0) == 0);
 }
