@@ -10,7 +10,7 @@ namespace omgs::detail {
 
 OptimalBudget loop_optimal_budget() {
   OptimalBudget b;
-  b.max_work /= 10;
+  b.max_work /= 30;
   return b;
 }
 

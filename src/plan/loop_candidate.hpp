@@ -14,9 +14,9 @@
 
 namespace omgs::detail {
 
-/// The optimal search's budget inside a refit: a tenth of the default's work (about 0.1 s
-/// on a 2-core VM), since a refit runs up to max_replans + 1 times on the training's
-/// critical path; the default's memory cap. A search over it reports `approximate` (with
+/// The optimal search's budget inside a refit: a thirtieth of the default's work (1e6, some
+/// 30-50 ms on a 2-core VM), since a refit runs up to max_replans + 1 times on the
+/// training's critical path; the default's memory cap. A search over it reports `approximate` (with
 /// its bound) or `fallback` like any other, and is still a candidate.
 OptimalBudget loop_optimal_budget();
 

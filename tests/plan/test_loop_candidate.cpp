@@ -105,7 +105,7 @@ TEST_CASE("loop candidate: the planners compared, and the bounded optimal search
   }
   CHECK(omgs::make_plan(Planner::optimal, layers, with_allreduce, config).dense_groups() > 0);
   const omgs::OptimalBudget b = omgs::detail::loop_optimal_budget();
-  CHECK(b.max_work == omgs::OptimalBudget{}.max_work / 10);
+  CHECK(b.max_work == omgs::OptimalBudget{}.max_work / 30);
   CHECK(b.max_states == omgs::OptimalBudget{}.max_states);
 }
 
