@@ -91,9 +91,10 @@ void print_refit(const std::string& planner, const omgs::RefitReport& r) {
                                   : "kept";
   std::printf(
       "[%-9s] refit: measured %.4f s; predicted %.4f s (plan in force) / %.4f s "
-      "(%zu groups), %s; %s\n",
+      "(%s, %zu groups), %s; %s\n",
       planner.c_str(), r.measured_iteration_s, r.predicted_current_s, r.predicted_candidate_s,
-      r.candidate_groups, what, r.model.c_str());
+      std::string(omgs::to_string(r.candidate_planner)).c_str(), r.candidate_groups, what,
+      r.model.c_str());
 }
 
 /// The closed loop's fitted points (the first 12 groups): elements, sparsify, allgather.
@@ -186,8 +187,10 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     if (st.refitted && !args.quiet && rank == 0) print_refit(name, rt.last_refit());
     if (st.refitted && !args.quiet && rank == 0) print_points(name, rt.last_refit());
   }
-  if (loop) {  // settled: the plan and prediction in force
+  if (loop) {  // settled: the plan and prediction in force, and whose plan it is
     r.groups = rt.plan().groups.size();
+    const std::size_t head = std::min(r.note.find(';'), r.note.size());  // the loop's part
+    r.note.insert(head, ", settled on " + std::string(omgs::to_string(rt.plan().planner)));
     r.predicted_s = rt.plan().predicted.iteration_end_s;
     if (!args.save_fitted.empty() && rank == 0) rt.save_perf_model(args.save_fitted);
   }

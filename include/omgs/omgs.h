@@ -141,7 +141,7 @@ typedef struct omgs_refit_report {
   double measured_s;            /* median measured iteration end on this rank */
   double owner_wait_s;          /* median of finish()'s wait on this rank */
   double predicted_current_s;   /* the plan in force, under the fitted model */
-  double predicted_candidate_s; /* the planner's new plan, under the fitted model */
+  double predicted_candidate_s; /* the loop's candidate plan, under the fitted model */
   size_t candidate_groups;
   int switched;      /* the candidate replaced the plan */
   int settled;       /* no further refits */
@@ -155,6 +155,10 @@ typedef struct omgs_refit_report {
   int explored;   /* switched although predicted within replan_min_gain (tried once) */
   int taken_back; /* the previous switch measured slower: the plan it replaced is back */
   double measured_iteration_s; /* agreed: slowest rank's median iteration time in the window */
+  /* Whose plan the candidate is ("mgs", "single", ...): the configured planner's, or another
+   * planner's predicted at least replan_min_gain faster (docs/planner.md). A static string;
+   * "" before the first refit. */
+  const char* candidate_planner;
 } omgs_refit_report;
 
 typedef struct omgs_runtime omgs_runtime;

@@ -215,14 +215,18 @@ struct IterationStats {
 
 /// The last refit of the closed loop (identical on every rank but measured_s / owner_wait_s).
 struct RefitReport {
-  std::uint64_t iteration = 0;         ///< the iteration after which it ran
-  std::size_t iterations_fitted = 0;   ///< measured iterations it used
-  double measured_s = 0.0;             ///< median measured iteration end on this rank
-  double owner_wait_s = 0.0;           ///< median of finish()'s wait on this rank
-  double predicted_current_s = 0.0;    ///< the plan in force, under the fitted model
-  double predicted_candidate_s = 0.0;  ///< the planner's new plan, under the fitted model
+  std::uint64_t iteration = 0;        ///< the iteration after which it ran
+  std::size_t iterations_fitted = 0;  ///< measured iterations it used
+  double measured_s = 0.0;            ///< median measured iteration end on this rank
+  double owner_wait_s = 0.0;          ///< median of finish()'s wait on this rank
+  double predicted_current_s = 0.0;   ///< the plan in force, under the fitted model
+  /// The loop's candidate under the fitted model: the configured planner's plan, or another
+  /// planner's predicted at least replan_min_gain faster (docs/planner.md, "The loop's
+  /// candidate set").
+  double predicted_candidate_s = 0.0;
   std::size_t candidate_groups = 0;
-  bool switched = false;  ///< the candidate replaced the plan
+  Planner candidate_planner = Planner::mgs;  ///< whose plan the candidate is
+  bool switched = false;                     ///< the candidate replaced the plan
   bool explored = false;  ///< ... although predicted within replan_min_gain (tried once)
   /// The previous refit's switch measured slower than the plan it replaced: that plan is
   /// back (the loop settles). Compared on measured_iteration_s of the two windows.

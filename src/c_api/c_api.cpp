@@ -261,6 +261,8 @@ int omgs_last_refit(const omgs_runtime* rt, omgs_refit_report* report) {
   const omgs::RefitReport& r = rt->rt->last_refit();
   copy_to_c(refit_fields, r, *report);
   report->model = r.model.c_str();
+  // A literal, null-terminated; "" before the first refit, like the model.
+  report->candidate_planner = r.model.empty() ? "" : omgs::to_string(r.candidate_planner).data();
   report->num_groups = r.group_numel.size();
   report->group_numel = r.group_numel.data();
   report->group_sparsify_s = r.group_sparsify_s.data();

@@ -37,9 +37,10 @@ class LoopHost {
                                    std::unique_ptr<PerfModel> model) = 0;
   /// The planners' configuration: P, the density in force, the sparse exchange.
   virtual PlanConfig plan_config() const = 0;
-  /// `planner`'s plan of these inputs, the sparse exchange in force applied.
+  /// `planner`'s plan of these inputs, the sparse exchange in force applied; the optimal
+  /// search under `budget`.
   virtual Plan plan_for(Planner planner, const std::vector<LayerSpec>& layers,
-                        const PerfModel& model) const = 0;
+                        const PerfModel& model, const OptimalBudget& budget) const = 0;
   /// The bytes per pair of the pair format in force (the model's allgather term).
   virtual double wire_pair_bytes() const = 0;
   virtual PlanInstance& instance() = 0;
@@ -113,6 +114,8 @@ class ClosedLoop {
   std::vector<double> backward_medians() const;
   void switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
                    RefitReport& rep);
+  Plan candidate_plan(const std::vector<LayerSpec>& layers, const PerfModel& fitted,
+                      const Plan& current) const;
 
   LoopHost& host_;
   // The options it follows (start()).

@@ -28,8 +28,8 @@ PlanConfig RuntimeHost::plan_config() const {
 }
 
 Plan RuntimeHost::plan_for(Planner planner, const std::vector<LayerSpec>& layers,
-                           const PerfModel& model) const {
-  return r_.with_sparse_exchange(make_plan(planner, layers, model, r_.plan_config()));
+                           const PerfModel& model, const OptimalBudget& budget) const {
+  return r_.with_sparse_exchange(make_plan(planner, layers, model, r_.plan_config(), budget));
 }
 
 double RuntimeHost::wire_pair_bytes() const {

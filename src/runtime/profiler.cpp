@@ -103,7 +103,7 @@ void ClosedLoop::replan() noexcept {
     std::string err;
     Plan next;
     try {
-      next = host_.plan_for(planner, measured_layers, host_.model());
+      next = host_.plan_for(planner, measured_layers, host_.model(), OptimalBudget{});
     } catch (const std::exception& e) {
       err = e.what();
     }

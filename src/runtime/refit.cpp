@@ -13,6 +13,7 @@
 
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
+#include "plan/loop_candidate.hpp"
 #include "plan/timeline_fit.hpp"
 #include "runtime/closed_loop.hpp"
 
@@ -222,10 +223,30 @@ LoopInputs ClosedLoop::loop_inputs(const RefitReport& rep, bool candidate_differ
   return in;
 }
 
+/// The loop's candidate under the fitted model (plan/loop_candidate.hpp): the configured
+/// planner's plan, unless a plan of the automatic candidates (single, layerwise, optimal, ...;
+/// optimal under loop_optimal_budget(); all-sparse ones for an all-sparse planner) is
+/// predicted at least replan_min_gain faster than it; then the fastest. Unless that is
+/// predicted to gain on `current` (the plan in force under the fitted model), the fastest
+/// plan that differs from `current` (decide() explores it on a predicted tie). Every input
+/// is agreed, so every rank gets the same plan (which install_plan checks). Not collective.
+Plan ClosedLoop::candidate_plan(const std::vector<LayerSpec>& layers, const PerfModel& fitted,
+                                const Plan& current) const {
+  std::vector<Plan> plans;
+  const OptimalBudget budget = loop_optimal_budget();
+  const SparseOnlyModel sparse(fitted);
+  const PerfModel& model = sparse_only_planner(planner) ? sparse : fitted;
+  for (Planner p : loop_planners(planner, model, host_.plan_config()))
+    plans.push_back(host_.plan_for(p, layers, model, plans.empty() ? OptimalBudget{} : budget));
+  const std::size_t c =
+      loop_proposal(plans, replan_min_gain, current.groups, current.predicted.iteration_end_s);
+  return std::move(plans[c]);
+}
+
 /// The fitted model and backward times replace the ones in force; then the loop's decision
 /// (plan/loop_decision.hpp) on agreed inputs: take back the last switch if it measured
 /// slower than the plan it replaced (that plan returns with its own window's model and
-/// backward times), else switch to the configured planner's plan if it is
+/// backward times), else switch to the loop's candidate (candidate_plan) if it is
 /// predicted to gain at least replan_min_gain (or, once, within it either way), within
 /// max_replans. Collective.
 void ClosedLoop::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
@@ -237,16 +258,13 @@ void ClosedLoop::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Laye
   current.status = plan.status;
   current.gap_bound_s = plan.gap_bound_s;
   current.status_note = plan.status_note;
-  Plan candidate = host_.plan_for(planner, next_layers, *fitted);
+  Plan candidate = candidate_plan(next_layers, *fitted, current);
   rep.predicted_current_s = current.predicted.iteration_end_s;
   rep.predicted_candidate_s = candidate.predicted.iteration_end_s;
   rep.candidate_groups = candidate.groups.size();
+  rep.candidate_planner = candidate.planner;
   rep.model = fitted->describe();
-  bool same = candidate.groups.size() == plan.groups.size();
-  for (std::size_t g = 0; same && g < plan.groups.size(); ++g)
-    same = candidate.groups[g].begin == plan.groups[g].begin &&
-           candidate.groups[g].collective == plan.groups[g].collective;
-  const LoopDecision d = decide(loop_inputs(rep, !same));
+  const LoopDecision d = decide(loop_inputs(rep, !same_groups(candidate.groups, plan.groups)));
   ++model_generation;
   settled = d.settled;
   if (d.action == LoopAction::take_back) {

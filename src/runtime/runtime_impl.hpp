@@ -75,8 +75,8 @@ class RuntimeHost final : public LoopHost {
   void set_planning_inputs(std::vector<LayerSpec> layers,
                            std::unique_ptr<PerfModel> model) override;
   PlanConfig plan_config() const override;
-  Plan plan_for(Planner planner, const std::vector<LayerSpec>& layers,
-                const PerfModel& model) const override;
+  Plan plan_for(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
+                const OptimalBudget& budget) const override;
   double wire_pair_bytes() const override;
   PlanInstance& instance() override;
   void install_plan(Plan next) override;

@@ -114,6 +114,7 @@ static void check_loop_off(void) {
   EXPECT(st.predicted_s > 0 && st.measured_s > 0);
   EXPECT(omgs_last_refit(rt, &rep) == OMGS_OK);
   EXPECT(rep.iterations_fitted == 0 && rep.num_groups == 0 && strcmp(rep.model, "") == 0);
+  EXPECT(strcmp(rep.candidate_planner, "") == 0);
   EXPECT(omgs_save_perf_model(rt, "never.json") == OMGS_ERROR_SETUP);
   EXPECT(strstr(omgs_last_error(rt), "alpha-beta") != NULL);
   /* Argument errors, each with its message. */
@@ -136,6 +137,9 @@ static void check_report(const omgs_refit_report* rep) {
   EXPECT(rep->iterations_fitted == 3 && rep->settled == 1);
   EXPECT(strstr(rep->model, "alpha") != NULL);
   EXPECT(rep->num_groups >= 1 && rep->num_groups <= kLayers && rep->candidate_groups >= 1);
+  /* One of the loop's candidate planners (configured mgs, or an automatic candidate). */
+  EXPECT(strlen(rep->candidate_planner) > 0 && strcmp(rep->candidate_planner, "automatic") != 0);
+  h = hash_bytes(rep->candidate_planner, strlen(rep->candidate_planner), h);
   for (size_t g = 0; g < rep->num_groups; ++g) {
     numel += rep->group_numel[g];
     EXPECT(rep->group_sparsify_s[g] >= 0 && isfinite(rep->group_sparsify_s[g]));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -56,6 +57,15 @@ inline std::string write_on_rank0(const std::string& path, const char* text) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   return path;
+}
+
+/// Collective: true if x is the same on every rank (compared through a hash).
+inline bool same_everywhere(const std::string& x) {
+  const unsigned long long h = std::hash<std::string>{}(x);
+  unsigned long long lo = 0, hi = 0;
+  MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
 }
 
 inline std::string read_file(const std::string& path) {

@@ -19,6 +19,7 @@
 
 using omgs_test::fill_gradient;
 using omgs_test::read_file;
+using omgs_test::same_everywhere;
 using omgs_test::spin_for;
 using omgs_test::world_rank;
 
@@ -41,15 +42,6 @@ omgs::IterationStats run_iteration(omgs::Runtime& rt, std::mt19937& rng, double 
   }
   if (extra_s > 0) spin_for(extra_s);
   return rt.finish();
-}
-
-/// True if x is the same on every rank (compared bit for bit through a hash).
-bool same_everywhere(const std::string& x) {
-  const unsigned long long h = std::hash<std::string>{}(x);
-  unsigned long long lo = 0, hi = 0;
-  MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  return lo == hi;
 }
 
 std::string plan_text(const omgs::Runtime& rt) {

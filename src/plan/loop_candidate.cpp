@@ -1,0 +1,83 @@
+// The closed loop's candidate at a refit (loop_candidate.hpp).
+#include "plan/loop_candidate.hpp"
+
+#include <cmath>
+#include <string>
+
+#include <omgs/error.hpp>
+
+namespace omgs::detail {
+
+OptimalBudget loop_optimal_budget() {
+  OptimalBudget b;
+  b.max_work /= 30;
+  return b;
+}
+
+bool sparse_only_planner(Planner planner) {
+  return planner == Planner::mgs || planner == Planner::layerwise || planner == Planner::single ||
+         planner == Planner::threshold;
+}
+
+std::vector<Planner> loop_planners(Planner configured, const PerfModel& model,
+                                   const PlanConfig& config) {
+  std::vector<Planner> out = {configured};
+  if (configured == Planner::automatic) return out;
+  // The fixed groupings before the searches: an exact tie (optimal finding the one group)
+  // is reported under the plainer name.
+  auto fixed = [](Planner p) {
+    return p == Planner::single || p == Planner::layerwise || p == Planner::threshold;
+  };
+  for (bool want_fixed : {true, false})
+    for (Planner p : automatic_candidates(model, config.workers))
+      if (fixed(p) == want_fixed && p != configured &&
+          (p != Planner::threshold || config.threshold_numel != 0))
+        out.push_back(p);
+  return out;
+}
+
+std::size_t loop_candidate(const std::vector<Plan>& plans, double min_gain) {
+  if (plans.empty()) throw Error("omgs: the closed loop's candidate needs at least one plan");
+  if (!(min_gain >= 0.0 && std::isfinite(min_gain)))
+    throw Error("omgs: the closed loop's candidate: min_gain = " + std::to_string(min_gain) +
+                " (must be finite and >= 0)");
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < plans.size(); ++i) {
+    const double t = plans[i].predicted.iteration_end_s;
+    if (std::isfinite(t) && (best == 0 || t < plans[best].predicted.iteration_end_s)) best = i;
+  }
+  const double configured = plans[0].predicted.iteration_end_s;
+  // The same test decide() applies to a switch: an alternative the configured planner's plan
+  // does not beat by that margin is within what the fitted model can tell apart.
+  if (best != 0 && configured - plans[best].predicted.iteration_end_s >= min_gain * configured)
+    return best;
+  return 0;
+}
+
+bool same_groups(const std::vector<Group>& a, const std::vector<Group>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t g = 0; g < a.size(); ++g)
+    if (a[g].begin != b[g].begin || a[g].end != b[g].end || a[g].collective != b[g].collective)
+      return false;
+  return true;
+}
+
+std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain,
+                          const std::vector<Group>& in_force, double in_force_s) {
+  const std::size_t c = loop_candidate(plans, min_gain);
+  if (!same_groups(plans[c].groups, in_force) &&
+      in_force_s - plans[c].predicted.iteration_end_s >= min_gain * in_force_s)
+    return c;  // decide() switches to it
+  // No predicted gain over the plan in force: the one exploration goes to the plan predicted
+  // fastest of those that differ from it.
+  std::size_t other = c;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const double t = plans[i].predicted.iteration_end_s;
+    if (std::isfinite(t) && !same_groups(plans[i].groups, in_force) &&
+        (other == c || t < plans[other].predicted.iteration_end_s))
+      other = i;
+  }
+  return other;
+}
+
+}  // namespace omgs::detail
