@@ -116,8 +116,7 @@ TEST_CASE("dgc: the warm-up lowers the density exponentially in stages, losing n
 TEST_CASE("dgc: set_density between iterations keeps the residuals and loses no mass",
           "[runtime][dgc]") {
   omgs::RuntimeOptions opt = dgc_options();
-  // Group 0 before and after set_density is the same group only without the closed loop,
-  // which may move to another planner's grouping (set_density replans with the planner).
+  // Without the closed loop, so that the engine counts only set_density's plan changes.
   opt.refit_iterations = 0;
   omgs::Runtime rt(MPI_COMM_WORLD, dgc_layers(), opt);
   Ledger led(rt);
@@ -125,8 +124,7 @@ TEST_CASE("dgc: set_density between iterations keeps the residuals and loses no 
   for (int it = 0; it < 5; ++it) plain_iteration(rt, rng, led);
   std::vector<std::vector<float>> before;
   for (std::size_t l = 0; l < rt.num_layers(); ++l) before.push_back(to_host(rt.residual(l)));
-  // The plan of the new density may group the layers differently: compare the pairs of all
-  // groups, not group 0's (it was a different group in a TSan run).
+  // The new density's plan may group the layers differently: all groups' pairs compared.
   const auto total_k = [&rt] {
     std::size_t k = 0;
     for (std::size_t g = 0; g < rt.plan().groups.size(); ++g) k += rt.group_k(g);
