@@ -70,14 +70,15 @@ std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain,
     return c;  // decide() switches to it
   // No predicted gain over the plan in force: the one exploration goes to the plan predicted
   // fastest of those that differ from it.
-  std::size_t other = c;
+  const std::size_t none = plans.size();
+  std::size_t other = none;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const double t = plans[i].predicted.iteration_end_s;
     if (std::isfinite(t) && !same_groups(plans[i].groups, in_force) &&
-        (other == c || t < plans[other].predicted.iteration_end_s))
+        (other == none || t < plans[other].predicted.iteration_end_s))
       other = i;
   }
-  return other;
+  return other == none ? c : other;
 }
 
 }  // namespace omgs::detail

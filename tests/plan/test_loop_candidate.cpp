@@ -141,4 +141,8 @@ TEST_CASE("loop proposal: the candidate, else the fastest plan that differs from
   CHECK(loop_proposal({mgs, plan(0.5, {0}), two}, 0.05, mgs.groups, 1.0) == 1);
   // Nothing differs: the candidate.
   CHECK(loop_proposal({mgs}, 0.05, mgs.groups, 1.0) == 0);
+  // The candidate (MGS's plan, the fastest) differs from `two` in force without a gain: it is
+  // the fastest different plan, not the slower one after it (the first version of this
+  // search took any later different plan over the candidate).
+  CHECK(loop_proposal({plan(0.98, {6, 3, 0}), plan(0.995, {0}), two}, 0.05, two.groups, 1.0) == 0);
 }
