@@ -5,7 +5,6 @@
 // lost across the switch (or its take-back).
 #include <mpi.h>
 
-#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
@@ -38,19 +37,11 @@ constexpr double tail_backward_s = 0.02;
 /// a window of one group keeps (a single group size cannot separate intercepts from
 /// slopes). Written by rank 0, read by every rank.
 std::string write_model() {
-  const std::string path = "closed_loop_candidates_model.json";
-  if (world_rank() == 0) {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    REQUIRE(f != nullptr);
-    std::fputs(
-        "{\"type\": \"alpha_beta\", \"topk\": {\"form\": \"linear\", \"c0_s\": 0, "
-        "\"c1_s\": 1e-9}, \"allgather\": [], \"allgather_formula\": {\"alpha_s\": 0, "
-        "\"alpha_log2p_s\": 0, \"alpha_p_s\": 0, \"beta_s_per_byte\": 1e-9}}\n",
-        f);
-    std::fclose(f);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  return path;
+  return omgs_test::write_on_rank0(
+      "closed_loop_candidates_model.json",
+      "{\"type\": \"alpha_beta\", \"topk\": {\"form\": \"linear\", \"c0_s\": 0, "
+      "\"c1_s\": 1e-9}, \"allgather\": [], \"allgather_formula\": {\"alpha_s\": 0, "
+      "\"alpha_log2p_s\": 0, \"alpha_p_s\": 0, \"beta_s_per_byte\": 1e-9}}\n");
 }
 
 /// The plan's groups and collectives, and whose plan it is, as text.

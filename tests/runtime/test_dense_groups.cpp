@@ -29,19 +29,11 @@ std::vector<omgs::LayerSpec> alternating_layers() {
 }
 
 std::string write_model() {
-  const std::string path = "omgs_test_dense_groups_perf.json";
-  if (world_rank() == 0) {
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    REQUIRE(f != nullptr);
-    std::fputs(
-        R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 0, "c1_s": 1e-6},
-            "allgather": [], "allgather_formula": {"alpha_s": 0, "beta_s_per_byte": 1e-12},
-            "allreduce_formula": {"alpha_s": 1e-3, "beta_s_per_byte": 1e-12}})",
-        f);
-    std::fclose(f);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  return path;
+  return omgs_test::write_on_rank0(
+      "omgs_test_dense_groups_perf.json",
+      R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 0, "c1_s": 1e-6},
+          "allgather": [], "allgather_formula": {"alpha_s": 0, "beta_s_per_byte": 1e-12},
+          "allreduce_formula": {"alpha_s": 1e-3, "beta_s_per_byte": 1e-12}})");
 }
 
 omgs::RuntimeOptions options(omgs::Planner planner, const std::string& perf) {
