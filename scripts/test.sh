@@ -64,8 +64,8 @@ else
     *) dir="$OMGS_ROOT/build-asan$suffix" ;;
   esac
   # libtorch is not built with the sanitizers: its example runs in the plain builds only.
-  # -O1 (with asserts and -g), as the sanitizers' documentation advises: at -O0 the Kokkos
-  # kernels and the planner sweeps ran 5-10x slower than the tests' real work.
+  # -O1 (with asserts and -g), as the sanitizers' documentation advises: at -O0 the
+  # un-inlined Kokkos kernels and planner sweeps dominate the suites' time under CI's limit.
   omgs_build "$dir" "${args[@]}" -DOMGS_SANITIZE="$sanitize" -DOMGS_ENABLE_BENCHMARKS=OFF \
     -DOMGS_ENABLE_TORCH_EXAMPLE=OFF -DCMAKE_BUILD_TYPE=Debug \
     "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" "-DCMAKE_C_FLAGS_DEBUG=-g -O1"
