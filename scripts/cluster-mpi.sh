@@ -1,27 +1,38 @@
 # shellcheck shell=bash
 # MPI jobs and link measurements on the emulated cluster (scripts/cluster.sh sources this).
 
-# cluster_launch NAME N MPI CMD...: starts the job in the background, one rank per host,
-# mpiexec on host 1 reaching the other hosts through cluster-agent.sh; CLUSTER_JOB = its pid
-# (a background job, so that `wait` on it can be interrupted by a signal).
+# cluster_launch NAME N R MPI CMD...: starts the job in the background, R ranks on each of the
+# N hosts (ranks 0..R-1 on host 1, R..2R-1 on host 2, ...), mpiexec on host 1 reaching the
+# other hosts through cluster-agent.sh; CLUSTER_JOB = its pid (a background job, so that
+# `wait` on it can be interrupted by a signal). Between hosts MPI uses TCP on the shaped
+# links only; ranks of one host talk through shared memory (Open MPI's vader) or, with MPICH,
+# TCP inside the host, which never leaves its namespace and so is not shaped.
 cluster_launch() {
-  local name="$1" n="$2" mpi="$3" agent="$CLUSTER_DIR/cluster-agent.sh"
-  shift 3
-  local hostfile="$CLUSTER_STATE/$name/hostfile" launch
+  local name="$1" n="$2" per_host="$3" mpi="$4" agent="$CLUSTER_DIR/cluster-agent.sh"
+  shift 4
+  local hostfile="$CLUSTER_STATE/$name/hostfile" ranks=$((n * per_host)) launch
   case "$mpi" in
     openmpi)
-      # TCP only (no shared memory, no UCX), out-of-band and data on the emulated subnet.
-      # shellcheck disable=SC2054 # btl tcp,self is one argument
-      launch=(mpiexec.openmpi -n "$n" --hostfile "$hostfile" --map-by node --allow-run-as-root
+      local job_hosts="$hostfile.r$per_host" btl=tcp,self
+      sed "s/ slots=1\$/ slots=$per_host/" "$hostfile" >"$job_hosts"
+      [ "$per_host" -eq 1 ] || btl=tcp,vader,self
+      # TCP only between hosts (no UCX), out-of-band and data on the emulated subnet.
+      launch=(mpiexec.openmpi -n "$ranks" --hostfile "$job_hosts" --map-by slot --allow-run-as-root
         --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 --mca pml ob1
-        --mca btl tcp,self --mca btl_tcp_if_include "$CLUSTER_SUBNET"
+        --mca btl "$btl" --mca btl_tcp_if_include "$CLUSTER_SUBNET"
         --mca oob_tcp_if_include "$CLUSTER_SUBNET")
       ;;
     mpich)
-      sed 's/ slots=1$/:1/' "$hostfile" >"$hostfile.mpich"
-      launch=(mpiexec.mpich -n "$n" -f "$hostfile.mpich" -launcher ssh -launcher-exec "$agent"
+      sed "s/ slots=1\$/:$per_host/" "$hostfile" >"$hostfile.mpich"
+      # All hosts share this machine's /dev/shm, where MPICH's shared-memory segments of two
+      # hosts' local ranks would meet (the job hangs at start-up): with several ranks per
+      # host, MPICH sends everything through UCX's TCP (MPI_COMM_TYPE_SHARED is then one
+      # rank: set the ranks per node with omgs' option instead).
+      local nolocal=()
+      [ "$per_host" -eq 1 ] || nolocal=(-genv MPIR_CVAR_NOLOCAL 1)
+      launch=(mpiexec.mpich -n "$ranks" -f "$hostfile.mpich" -launcher ssh -launcher-exec "$agent"
         -iface eth0 -genv UCX_TLS tcp -genv UCX_NET_DEVICES eth0 -genv FI_PROVIDER tcp
-        -genv FI_TCP_IFACE eth0)
+        -genv FI_TCP_IFACE eth0 "${nolocal[@]}")
       ;;
     *) cluster_die 2 "--mpi '$mpi' must be openmpi or mpich" ;;
   esac

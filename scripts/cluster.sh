@@ -4,7 +4,8 @@
 # both directions. MPI jobs run one rank per host over TCP on these links only. As root:
 #
 #   ./scripts/cluster.sh up N [--rate RATE] [--delay D]   hosts 1..N (default 1gbit, no delay)
-#   ./scripts/cluster.sh run N [--mpi openmpi|mpich] [--rate R] [--delay D] [--private] -- CMD ARGS...
+#   ./scripts/cluster.sh run N [--mpi openmpi|mpich] [--rate R] [--delay D] [--private]
+#                            [--ranks-per-host R] -- CMD ARGS...
 #   ./scripts/cluster.sh check                           throughput and RTT host 1 -> host 2
 #   ./scripts/cluster.sh down                            removes the namespaces, mounts, state
 #   ./scripts/cluster.sh supported                       exit 0 if this machine can emulate
@@ -12,7 +13,8 @@
 # --name NAME before the subcommand (default omgs, or $OMGS_CLUSTER_NAME) picks the
 # cluster. `run` uses that cluster if it is up with >= N hosts; otherwise (or with --private)
 # it brings up a private one for the job and removes it when the job ends, fails or is
-# interrupted. Clusters whose owner died (kill -9) are removed by the next `up` or `run`.
+# interrupted. --ranks-per-host R (default 1) runs R ranks on each host (N * R in all,
+# ranks 0..R-1 on host 1): they share memory inside the host, the shaped link between hosts. Clusters whose owner died (kill -9) are removed by the next `up` or `run`.
 # Exit status: the job's for `run`; 77 where this machine cannot emulate (not root, no netns);
 # 2 for bad arguments. docs/cluster.md explains the design and the measured links.
 set -euo pipefail
@@ -29,7 +31,8 @@ usage() {
   exit 2
 }
 
-# parse_link_options ARGS...: sets n, rate, delay, mpi, private, cmd from `N [options] [-- CMD]`.
+# parse_link_options ARGS...: sets n, rate, delay, mpi, private, per_host, cmd from
+# `N [options] [-- CMD]`.
 parse_link_options() {
   n="${1:-}"
   [ $# -gt 0 ] && shift
@@ -46,12 +49,20 @@ parse_link_options() {
       --delay) delay="${2:-}" && shift 2 ;;
       --mpi) mpi="${2:-}" && shift 2 ;;
       --private) private=1 && shift ;;
+      --ranks-per-host) per_host="${2:-}" && shift 2 ;;
       --) shift && cmd=("$@") && break ;;
       *) cluster_die 2 "unknown option '$1' (see ./scripts/cluster.sh --help)" ;;
     esac
   done
   cluster_check_rate "$rate"
   cluster_check_delay "$delay"
+  case "$per_host" in
+    '' | *[!0-9]*) cluster_die 2 "--ranks-per-host '$per_host' must be an integer in 1..16" ;;
+  esac
+  if [ "$((10#$per_host))" -lt 1 ] || [ "$((10#$per_host))" -gt 16 ]; then
+    cluster_die 2 "--ranks-per-host '$per_host' must be an integer in 1..16"
+  fi
+  per_host="$((10#$per_host))"
 }
 
 cmd_up() {
@@ -82,7 +93,7 @@ cmd_run() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   [ "$CLUSTER_NAME" != "r$$" ] || cluster_create "$CLUSTER_NAME" "$n" "$rate" "$delay" "$$"
-  cluster_launch "$CLUSTER_NAME" "$n" "$mpi" "${cmd[@]}"
+  cluster_launch "$CLUSTER_NAME" "$n" "$per_host" "$mpi" "${cmd[@]}"
   local status=0
   wait "$CLUSTER_JOB" || status=$?
   CLUSTER_JOB=""
@@ -108,7 +119,7 @@ main() {
   esac
   local sub="${1:-}"
   [ $# -gt 0 ] && shift
-  rate=1gbit delay=0 mpi=openmpi private=0 cmd=()
+  rate=1gbit delay=0 mpi=openmpi private=0 per_host=1 cmd=()
   case "$sub" in
     up) parse_link_options "$@" && cmd_up ;;
     run) parse_link_options "$@" && cmd_run ;;
