@@ -40,6 +40,7 @@ void SparseAllreduce::Impl::post_pairs() {
   displs(send_counts, send_displs, "this rank's pairs");
   const int total = displs(recv_counts, recv_displs, "the pairs received for this region");
   received.resize(static_cast<std::size_t>(total));
+  stats.region_pairs = static_cast<std::uint64_t>(total);
   const auto me = static_cast<std::size_t>(rank);
   std::copy_n(binned.begin() + send_displs[me], send_counts[me],
               received.begin() + recv_displs[me]);

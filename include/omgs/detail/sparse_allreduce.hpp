@@ -40,11 +40,14 @@ class OMGS_EXPORT SparseAllreduce {
  public:
   /// Bytes this rank sent and received in the last exchange (payload only: pairs, counts,
   /// histograms), and how many entries survived in all; the pairs this rank sent (to the
-  /// regions' owners, and its region's survivors, counted once) and their bytes.
+  /// regions' owners, and its region's survivors, counted once) and their bytes; the pairs
+  /// every rank (this one included) selected in this rank's region, which it received and
+  /// reduced (the busiest rank's against the mean over ranks says how balanced the regions are).
   struct Stats {
     std::uint64_t bytes_sent = 0, bytes_received = 0;
     std::uint64_t survivors = 0;
     std::uint64_t pairs_sent = 0, pair_bytes_sent = 0;
+    std::uint64_t region_pairs = 0;
   };
   enum class Phase : std::uint8_t {
     idle,
