@@ -13,8 +13,11 @@ void SparseAllreduce::Impl::post_counts() {
   // Bad input still takes part in the counts' exchange, as -1 to every rank, so that every
   // rank fails at once (post_pairs) instead of waiting for pairs that never come.
   local_error.clear();
+  permuted.resize(own.size());
+  for (std::size_t i = 0; i < own.size(); ++i)  // an index >= n stays, for bin_by_region's error
+    permuted[i] = {static_cast<std::uint32_t>(perm.forward(own[i].index)), own[i].value};
   try {
-    sa::bin_by_region(own.data(), own.size(), bounds, binned, send_counts);
+    sa::bin_by_region(permuted.data(), permuted.size(), bounds, binned, send_counts);
   } catch (const Error& e) {
     local_error = e.what();
     send_counts.assign(static_cast<std::size_t>(size), -1);
@@ -106,15 +109,21 @@ void SparseAllreduce::Impl::post_survivors() {
   phase = Phase::gather;
 }
 
+void SparseAllreduce::Impl::unpermute(std::vector<SparsePair>& pairs) const {
+  for (SparsePair& p : pairs) p.index = static_cast<std::uint32_t>(perm.inverse(p.index));
+  std::sort(pairs.begin(), pairs.end(),
+            [](const SparsePair& a, const SparsePair& b) { return a.index < b.index; });
+}
+
 void SparseAllreduce::Impl::finish() {
   if (compact()) {
     decode_survivors();
-    returned_compact();
-  } else {
-    sa::not_among(own.data(), own.size(), survivors, dropped);
+    returned_compact();  // in permuted indices, as binned and survivors are
+    unpermute(dropped);
   }
+  unpermute(survivors);
+  if (!compact()) sa::not_among(own.data(), own.size(), survivors, dropped);
   stats.survivors = survivors.size();
-  sa::balanced_bounds(survivors, n, size, bounds);
   phase = Phase::done;
 }
 

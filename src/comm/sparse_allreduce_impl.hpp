@@ -28,8 +28,11 @@ struct SparseAllreduce::Impl {
   PairWire wire = PairWire::pairs8;
   int rank = 0, size = 1;
   Phase phase = Phase::idle;
+  sparse_allreduce::IndexPermutation perm;  // the regions cut the permuted indices
   std::vector<std::uint64_t> bounds;
-  std::vector<SparsePair> own, binned, received, reduced, local, survivors, dropped;
+  // own: this rank's pairs as passed; permuted: with permuted indices, as every later step
+  // holds them until finish() maps the survivors (and the compact dropped()) back.
+  std::vector<SparsePair> own, permuted, binned, received, reduced, local, survivors, dropped;
   std::vector<int> send_counts, recv_counts, send_displs, recv_displs;
   std::vector<std::int64_t> coarse_hist, fine_hist;
   std::vector<std::uint64_t> sort_keys;  // reduce_by_index's scratch
@@ -50,7 +53,8 @@ struct SparseAllreduce::Impl {
         k(k_),
         wire(w),
         rank(comm.rank()),
-        size(comm.size()) {}
+        size(comm.size()),
+        perm(n_) {}
 
   bool compact() const noexcept { return wire != PairWire::pairs8; }
   std::uint64_t region_size(int r) const {
@@ -88,7 +92,7 @@ struct SparseAllreduce::Impl {
     const auto p = static_cast<std::uint64_t>(size);
     const auto most = static_cast<std::size_t>(std::min(n, p * k));
     for (auto* v : {&received, &reduced, &local, &survivors}) v->reserve(most);
-    for (auto* v : {&own, &binned}) v->reserve(static_cast<std::size_t>(k));
+    for (auto* v : {&own, &permuted, &binned}) v->reserve(static_cast<std::size_t>(k));
     // dropped(): this rank's pairs, and with the compact format its region's rounding errors.
     dropped.reserve(static_cast<std::size_t>(k) + (compact() ? most : 0));
     sort_keys.reserve(most);
@@ -111,6 +115,7 @@ struct SparseAllreduce::Impl {
   void post_histogram(bool fine);
   void post_survivor_counts(std::uint32_t threshold);
   void post_survivors();
+  void unpermute(std::vector<SparsePair>& pairs) const;  // back to indices, sorted by index
   void finish();
   void advance();  // the requests of `phase` are complete: post the next step
 

@@ -2,11 +2,13 @@
 // (Li and Hoefler, PPoPP 2022), whose volume per rank stays near O(k) where an allgather of
 // every rank's k pairs receives (P - 1) k:
 //
-//   1. split and reduce: the group's index range is cut into P regions, one per rank (even
-//      at first, then balanced by the last result's indices); each rank sends the pairs it
-//      selected in region j to rank j (counts by MPI_Ialltoall, pairs point to point, each
-//      rank starting at its right-hand neighbour so that no rank is hit by all at once), and
-//      each rank sums what it receives for its region;
+//   1. split and reduce: the group's indices, permuted by a fixed pseudo-random bijection
+//      (sparse_allreduce::IndexPermutation, as Zen hashes them), are cut into P even
+//      regions, one per rank: the few hot index ranges real gradients have (an embedding's
+//      frequent rows, an output layer) spread over every region instead of loading one rank;
+//      each rank sends the pairs it selected in region j to rank j (counts by MPI_Ialltoall,
+//      pairs point to point, each rank starting at its right-hand neighbour so that no rank
+//      is hit by all at once), and each rank sums what it receives for its region;
 //   2. global selection: two small histogram allreduces find the magnitude above which
 //      about k of all reduced entries lie (exact to 2^-11 of the k-th magnitude);
 //   3. the survivors of every region are allgathered (MPI_Iallgather of the counts, then
@@ -90,7 +92,8 @@ class OMGS_EXPORT SparseAllreduce {
   /// rank's region, sum - sent (bf16 / fp16); entries that would be 0 are left out. Every
   /// rank's dropped() and the survivors together hold exactly the pairs' mass.
   const std::vector<SparsePair>& dropped() const noexcept;
-  /// The regions the next exchange uses: region r is [bounds[r], bounds[r + 1]).
+  /// The regions: region r holds the indices i with bounds[r] <= IndexPermutation(n)
+  /// .forward(i) < bounds[r + 1] (even bounds, the same for every exchange).
   const std::vector<std::uint64_t>& bounds() const noexcept;
   const Stats& stats() const noexcept;
   Phase phase() const noexcept;
