@@ -10,10 +10,13 @@
 //          [--source S=uniform] [--overlap F=0] [--reps R=5] [--dense] [--pair-wire W]
 // Each rank selects k = N D distinct indices from source S (tests/support/sparse_sources.hpp:
 // uniform, with a fraction F of them the same on every rank as correlated gradients have;
-// zipf; clustered), a new draw every run (the warm-up run's first). Forms alternate; a run's
-// time is the slowest rank's; bytes are payload per rank (the largest over ranks); max/mean
-// is the busiest region's received pairs against the mean over ranks (the worst run's, and
-// the warm-up run's, the first exchange of the object). Waits poll every 50 us, as omgs'
+// zipf; clustered), a new draw every run (the warm-up run's first); or, with file:PATH, its
+// top-k of a saved real gradient (omgs-train-torch --save-gradients PATH: S ranks' gradients
+// of I iterations; N is the file's elements; rank r's run t takes saved rank r mod S's
+// iteration (t + r / S) mod I, so up to S I ranks select from different gradients). Forms
+// alternate; a run's time is the slowest rank's; bytes are payload per rank (the largest over
+// ranks); max/mean is the busiest region's received pairs against the mean over ranks (the worst
+// run's, and the warm-up run's, the first exchange of the object). Waits poll every 50 us, as omgs'
 // progress thread does.
 #include <mpi.h>
 
@@ -30,6 +33,7 @@
 #include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/error.hpp>
 
+#include "gradient_file.hpp"
 #include "sparse_sources.hpp"
 
 namespace {
@@ -45,6 +49,7 @@ using omgs_test::SparseSource;
 struct Options {
   double numel = 1e7, density = 0.001, overlap = 0.0;
   SparseSource source = SparseSource::uniform;
+  std::string file;  // --source file:PATH: saved gradients instead
   int reps = 5;
   bool dense = false;
   PairWire wire = PairWire::pairs8;  // pairs8: no compact row
@@ -52,12 +57,12 @@ struct Options {
 
 [[noreturn]] void usage(int rank, const std::string& why) {
   if (rank == 0)
-    std::fprintf(
-        stderr,
-        "omgs-bench-sparse-allreduce: %s\nusage: omgs-bench-sparse-allreduce [--numel N] "
-        "[--density D] [--source uniform|zipf|clustered] [--overlap F] [--reps R] [--dense] "
-        "[--pair-wire fp32|bf16|fp16]\n",
-        why.c_str());
+    std::fprintf(stderr,
+                 "omgs-bench-sparse-allreduce: %s\nusage: omgs-bench-sparse-allreduce [--numel N] "
+                 "[--density D] [--source uniform|zipf|clustered|file:PATH] [--overlap F] [--reps "
+                 "R] [--dense] "
+                 "[--pair-wire fp32|bf16|fp16]\n",
+                 why.c_str());
   MPI_Finalize();
   std::exit(2);
 }
@@ -80,8 +85,13 @@ Options parse(int argc, char** argv, int rank) {
       continue;
     }
     if (a == "--source") {
+      const std::string v = argv[++i];
+      if (v.rfind("file:", 0) == 0) {
+        o.file = v.substr(5);
+        continue;
+      }
       try {
-        o.source = omgs_test::parse_sparse_source(argv[++i]);
+        o.source = omgs_test::parse_sparse_source(v);
       } catch (const std::invalid_argument& e) {
         usage(rank, e.what());
       }
@@ -197,8 +207,18 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const Options o = parse(argc, argv, rank);
-  const auto n = static_cast<std::uint64_t>(o.numel);
-  const auto k = std::max<std::size_t>(1, static_cast<std::size_t>(o.numel * o.density));
+  omgs_examples::GradientFile saved;
+  if (!o.file.empty()) {
+    try {  // every rank reads the same file, so every rank fails alike
+      saved = omgs_examples::read_gradient_file(o.file);
+    } catch (const std::runtime_error& e) {
+      usage(rank, e.what());
+    }
+  }
+  const double numel = o.file.empty() ? o.numel : static_cast<double>(saved.total());
+  const auto n = static_cast<std::uint64_t>(numel);
+  const auto k = std::max<std::size_t>(1, static_cast<std::size_t>(numel * o.density));
+  const std::string source = o.file.empty() ? omgs_test::to_string(o.source) : "file:" + o.file;
   std::vector<SparsePair> mine;
   std::vector<SparsePair> gathered(k * static_cast<std::size_t>(size));
   MPI_Datatype pair;
@@ -215,7 +235,15 @@ int main(int argc, char** argv) {
       cp{"sparse-allreduce " + std::string(omgs::to_string(o.wire)), {}};
   std::uint64_t survivors = 0;
   for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
-    mine = omgs_test::source_pairs(o.source, n, k, rank, r + 1, o.overlap);
+    if (o.file.empty()) {
+      mine = omgs_test::source_pairs(o.source, n, k, rank, r + 1, o.overlap);
+    } else {
+      const auto s = static_cast<std::uint32_t>(rank) % saved.ranks;
+      const auto it =
+          (static_cast<std::uint32_t>(r + 1) + static_cast<std::uint32_t>(rank) / saved.ranks) %
+          saved.iterations;
+      mine = omgs_test::top_k_pairs(saved.record(it, s), n, k);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     MPI_Request req;
@@ -246,8 +274,7 @@ int main(int argc, char** argv) {
     std::printf(
         "%d ranks, one group of %llu elements, density %g: k = %zu pairs per rank, "
         "source %s, overlap %g; %d runs (slowest rank each)\n",
-        size, static_cast<unsigned long long>(n), o.density, k, omgs_test::to_string(o.source),
-        o.overlap, o.reps);
+        size, static_cast<unsigned long long>(n), o.density, k, source.c_str(), o.overlap, o.reps);
     std::printf("  %-22s %12s %12s %10s %10s %10s %8s %8s %8s\n", "exchange", "sent_MB",
                 "received_MB", "min_s", "median_s", "max_s", "B/pair", "max/mean", "first");
     print(ag);

@@ -2,7 +2,8 @@
 // tests/support/sparse_sources.hpp) and uniform ones, 1..8 ranks, 8-byte and compact pairs:
 // the busiest region receives at most 1.5x the mean pairs (Stats::region_pairs, which sum
 // to every rank's pairs), from the first exchange on; no mass is lost (survivors + every
-// rank's dropped() = every rank's pairs, per index); every rank has the same survivors.
+// rank's dropped() = every rank's pairs, per index); every rank has the same survivors. The
+// sources themselves, and the top-k selection from a dense (saved) gradient.
 #include <omgs/detail/sparse_allreduce.hpp>
 
 #include <mpi.h>
@@ -112,4 +113,16 @@ TEST_CASE("the synthetic sources: k distinct sorted pairs, skewed where they say
     if (source != SparseSource::uniform) CHECK(top > 0.3);
   }
   CHECK_THROWS_WITH(omgs_test::parse_sparse_source("gauss"), Catch::Contains("unknown source"));
+}
+
+TEST_CASE("top_k_pairs selects a dense gradient's largest magnitudes, sorted by index") {
+  const std::vector<float> g = {0.5f, -3.0f, 0.0f, 2.0f, -2.0f, 1.0f, 7.0f};
+  const auto top = omgs_test::top_k_pairs(g.data(), g.size(), 4);
+  std::vector<std::uint32_t> idx;
+  for (const SparsePair& q : top) idx.push_back(q.index);
+  CHECK(idx == std::vector<std::uint32_t>{1, 3, 4, 6});  // |2| twice: both kept
+  CHECK(top[0].value == -3.0f);
+  CHECK(omgs_test::top_k_pairs(g.data(), g.size(), 2).size() == 2);
+  CHECK(omgs_test::top_k_pairs(g.data(), g.size(), 100).size() == g.size());
+  CHECK(omgs_test::top_k_pairs(g.data(), g.size(), 0).empty());
 }

@@ -12,6 +12,7 @@
 //              rank's pairs with Pareto magnitudes; the rest uniform with small values
 // Every rank draws its own pairs (its own batch) over the same structure; `iteration`
 // changes the draw, not the structure. Deterministic for (source, n, k, rank, iteration).
+// top_k_pairs selects from a dense gradient instead (a saved one: examples/gradient_file.hpp).
 #pragma once
 
 #include <omgs/comm.hpp>
@@ -143,6 +144,27 @@ inline std::vector<omgs::SparsePair> source_pairs(SparseSource source, std::uint
   std::sort(pick.out.begin(), pick.out.end(),
             [](const omgs::SparsePair& a, const omgs::SparsePair& b) { return a.index < b.index; });
   return pick.out;
+}
+
+/// The k largest-magnitude entries of a dense gradient g[0, n) as pairs sorted by index
+/// (ties by lower index): a rank's top-k selection of a saved real gradient.
+inline std::vector<omgs::SparsePair> top_k_pairs(const float* g, std::uint64_t n, std::size_t k) {
+  std::vector<std::uint32_t> order(static_cast<std::size_t>(n));
+  for (std::uint64_t i = 0; i < n; ++i)
+    order[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(i);
+  const std::size_t keep = static_cast<std::size_t>(std::min<std::uint64_t>(k, n));
+  const auto larger = [g](std::uint32_t a, std::uint32_t b) {
+    const float x = std::fabs(g[a]), y = std::fabs(g[b]);
+    return x > y || (x == y && a < b);
+  };
+  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
+                   larger);
+  order.resize(keep);
+  std::sort(order.begin(), order.end());
+  std::vector<omgs::SparsePair> out;
+  out.reserve(keep);
+  for (const std::uint32_t i : order) out.push_back({i, g[i]});
+  return out;
 }
 
 }  // namespace omgs_test
