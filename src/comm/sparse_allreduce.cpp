@@ -26,6 +26,7 @@ void SparseAllreduce::Impl::post_counts() {
   recv_counts.assign(static_cast<std::size_t>(size), 0);
   stats = {};
   stats.bytes_sent = stats.bytes_received = static_cast<std::uint64_t>(size - 1) * sizeof(int);
+  stats.rounds = 1;
   check(MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm.get(),
                       next_request()),
         "MPI_Ialltoall of the region counts");
@@ -44,6 +45,7 @@ void SparseAllreduce::Impl::post_pairs() {
   const int total = displs(recv_counts, recv_displs, "the pairs received for this region");
   received.resize(static_cast<std::size_t>(total));
   stats.region_pairs = static_cast<std::uint64_t>(total);
+  ++stats.rounds;
   const auto me = static_cast<std::size_t>(rank);
   std::copy_n(binned.begin() + send_displs[me], send_counts[me],
               received.begin() + recv_displs[me]);
@@ -70,12 +72,46 @@ void SparseAllreduce::Impl::post_pairs() {
   phase = Phase::pairs;
 }
 
+void SparseAllreduce::Impl::post_first_histograms() {
+  sa::histogram(reduced, false, 0, coarse_hist);
+  first_round.assign(coarse_hist.begin(), coarse_hist.end());
+  seeded = seed_bin >= 0;
+  if (seeded) {
+    sa::histogram(reduced, true, static_cast<std::uint32_t>(seed_bin), fine_hist);
+    first_round.insert(first_round.end(), fine_hist.begin(), fine_hist.end());
+  }
+  const auto bytes = static_cast<std::uint64_t>(first_round.size()) * sizeof(std::int64_t);
+  stats.bytes_sent += bytes;
+  stats.bytes_received += bytes;
+  ++stats.rounds;
+  check(MPI_Iallreduce(MPI_IN_PLACE, first_round.data(), static_cast<int>(first_round.size()),
+                       MPI_INT64_T, MPI_SUM, comm.get(), next_request()),
+        "MPI_Iallreduce of the coarse histogram");
+  phase = Phase::coarse;
+}
+
+void SparseAllreduce::Impl::after_first_histograms() {
+  const auto bins = static_cast<std::ptrdiff_t>(sa::hist_bins);
+  coarse_hist.assign(first_round.begin(), first_round.begin() + bins);
+  pick = sa::pick_coarse(coarse_hist, k);
+  if (pick.keep_all || pick.keep_none)  // the same on every rank: the histogram is global
+    return post_survivor_counts(sa::threshold_key(pick, fine_hist));
+  const bool hit = seeded && static_cast<std::int64_t>(pick.bin) == seed_bin;
+  seed_bin = pick.bin;
+  if (!hit) return post_histogram(true);
+  // The k-th largest is in the bin the last exchange picked: its fine histogram came along,
+  // the same one a second round would sum.
+  fine_hist.assign(first_round.begin() + bins, first_round.end());
+  post_survivor_counts(sa::threshold_key(pick, fine_hist));
+}
+
 void SparseAllreduce::Impl::post_histogram(bool fine) {
   std::vector<std::int64_t>& hist = fine ? fine_hist : coarse_hist;
   sa::histogram(reduced, fine, pick.bin, hist);
   const auto bytes = static_cast<std::uint64_t>(hist.size()) * sizeof(std::int64_t);
   stats.bytes_sent += bytes;
   stats.bytes_received += bytes;
+  ++stats.rounds;
   check(MPI_Iallreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_INT64_T,
                        MPI_SUM, comm.get(), next_request()),
         fine ? "MPI_Iallreduce of the fine histogram" : "MPI_Iallreduce of the coarse histogram");
@@ -89,6 +125,7 @@ void SparseAllreduce::Impl::post_survivor_counts(std::uint32_t threshold) {
   recv_counts.assign(static_cast<std::size_t>(size), 0);
   stats.bytes_sent += sizeof(int);
   stats.bytes_received += static_cast<std::uint64_t>(size - 1) * sizeof(int);
+  ++stats.rounds;
   check(MPI_Iallgather(&local_count, 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm.get(),
                        next_request()),
         "MPI_Iallgather of the survivor counts");
@@ -97,6 +134,7 @@ void SparseAllreduce::Impl::post_survivor_counts(std::uint32_t threshold) {
 
 void SparseAllreduce::Impl::post_survivors() {
   const int total = displs(recv_counts, recv_displs, "the survivors");
+  ++stats.rounds;
   survivors.resize(static_cast<std::size_t>(total));
   if (compact()) return post_compact_survivors();
   stats.bytes_sent += static_cast<std::uint64_t>(local_count) * sizeof(SparsePair);
@@ -136,14 +174,10 @@ void SparseAllreduce::Impl::advance() {
     case Phase::pairs:
       if (compact()) decode_received();
       sa::reduce_by_index(received, reduced, sort_keys);
-      post_histogram(false);
+      post_first_histograms();
       break;
     case Phase::coarse:
-      pick = sa::pick_coarse(coarse_hist, k);
-      if (pick.keep_all || pick.keep_none)  // the same on every rank: the histogram is global
-        post_survivor_counts(sa::threshold_key(pick, fine_hist));
-      else
-        post_histogram(true);
+      after_first_histograms();
       break;
     case Phase::fine:
       post_survivor_counts(sa::threshold_key(pick, fine_hist));

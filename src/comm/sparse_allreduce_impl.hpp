@@ -35,6 +35,12 @@ struct SparseAllreduce::Impl {
   std::vector<SparsePair> own, permuted, binned, received, reduced, local, survivors, dropped;
   std::vector<int> send_counts, recv_counts, send_displs, recv_displs;
   std::vector<std::int64_t> coarse_hist, fine_hist;
+  // The first histogram round: the coarse histogram, then (seeded) the fine histogram of the
+  // coarse bin the last exchange picked, in one allreduce; seed_bin -1: none yet. The same on
+  // every rank (it comes from the globally summed histogram).
+  std::vector<std::int64_t> first_round;
+  std::int64_t seed_bin = -1;
+  bool seeded = false;
   std::vector<std::uint64_t> sort_keys;  // reduce_by_index's scratch
   sparse_allreduce::CoarsePick pick;
   int local_count = 0;
@@ -102,6 +108,7 @@ struct SparseAllreduce::Impl {
       v->reserve(static_cast<std::size_t>(size));
     coarse_hist.reserve(sparse_allreduce::hist_bins);
     fine_hist.reserve(sparse_allreduce::hist_bins);
+    first_round.reserve(2 * sparse_allreduce::hist_bins);
     if (!compact()) return;
     rounded.reserve(most);
     // One block per peer over ranges that together are the group.
@@ -112,7 +119,9 @@ struct SparseAllreduce::Impl {
   }
   void post_counts();
   void post_pairs();
+  void post_first_histograms();  // coarse, with the seeded fine one
   void post_histogram(bool fine);
+  void after_first_histograms();  // the threshold, or the fine histogram of another bin
   void post_survivor_counts(std::uint32_t threshold);
   void post_survivors();
   void unpermute(std::vector<SparsePair>& pairs) const;  // back to indices, sorted by index

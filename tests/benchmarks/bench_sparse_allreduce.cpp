@@ -16,8 +16,9 @@
 // iteration (t + r / S) mod I, so up to S I ranks select from different gradients). Forms
 // alternate; a run's time is the slowest rank's; bytes are payload per rank (the largest over
 // ranks); max/mean is the busiest region's received pairs against the mean over ranks (the worst
-// run's, and the warm-up run's, the first exchange of the object). Waits poll every 50 us, as omgs'
-// progress thread does.
+// run's, and the warm-up run's, the first exchange of the object); rounds: the dependent rounds
+// of a measured run, on average (6, or 5 where the last exchange's histogram bin held).
+// Waits poll every 50 us, as omgs' progress thread does.
 #include <mpi.h>
 
 #include <algorithm>
@@ -144,6 +145,7 @@ struct Row {
   double bytes_per_pair = 0;  // the sparse allreduce's pairs (rank 0's)
   // The busiest region's received pairs / the mean: the worst measured run's, the warm-up's.
   double imbalance = 0, first_imbalance = 0;
+  std::uint64_t rounds = 0;  // the sparse allreduce's dependent rounds, summed over the runs
 
   double median() const {
     std::vector<double> s = t;
@@ -158,7 +160,8 @@ void print(const Row& r) {
   std::printf("  %-22s %12.3f %12.3f %10.5f %10.5f %10.5f", r.name.c_str(), r.sent / 1e6,
               r.received / 1e6, t.front(), t[t.size() / 2], t.back());
   if (r.bytes_per_pair > 0)
-    std::printf(" %8.2f %8.3f %8.3f", r.bytes_per_pair, r.imbalance, r.first_imbalance);
+    std::printf(" %8.2f %8.3f %8.3f %6.2f", r.bytes_per_pair, r.imbalance, r.first_imbalance,
+                static_cast<double>(r.rounds) / static_cast<double>(r.t.size()));
   std::printf("\n");
 }
 
@@ -192,6 +195,7 @@ double time_sparse(SparseAllreduce& ex, const std::vector<SparsePair>& mine, Row
   row.sent = std::max(row.sent, largest(ex.stats().bytes_sent));
   row.received = std::max(row.received, largest(ex.stats().bytes_received));
   row.imbalance = std::max(row.imbalance, imbalance);
+  row.rounds += ex.stats().rounds;
   const auto& st = ex.stats();
   if (st.pairs_sent > 0)
     row.bytes_per_pair = static_cast<double>(st.pair_bytes_sent) / st.pairs_sent;
@@ -275,8 +279,9 @@ int main(int argc, char** argv) {
         "%d ranks, one group of %llu elements, density %g: k = %zu pairs per rank, "
         "source %s, overlap %g; %d runs (slowest rank each)\n",
         size, static_cast<unsigned long long>(n), o.density, k, source.c_str(), o.overlap, o.reps);
-    std::printf("  %-22s %12s %12s %10s %10s %10s %8s %8s %8s\n", "exchange", "sent_MB",
-                "received_MB", "min_s", "median_s", "max_s", "B/pair", "max/mean", "first");
+    std::printf("  %-22s %12s %12s %10s %10s %10s %8s %8s %8s %6s\n", "exchange", "sent_MB",
+                "received_MB", "min_s", "median_s", "max_s", "B/pair", "max/mean", "first",
+                "rounds");
     print(ag);
     print(sp);
     if (compact) print(cp);

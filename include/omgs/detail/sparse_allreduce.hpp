@@ -9,8 +9,12 @@
 //      each rank sends the pairs it selected in region j to rank j (counts by MPI_Ialltoall,
 //      pairs point to point, each rank starting at its right-hand neighbour so that no rank
 //      is hit by all at once), and each rank sums what it receives for its region;
-//   2. global selection: two small histogram allreduces find the magnitude above which
-//      about k of all reduced entries lie (exact to 2^-11 of the k-th magnitude);
+//   2. global selection: small histogram allreduces find the magnitude above which about k
+//      of all reduced entries lie (exact to 2^-11 of the k-th magnitude): a coarse one
+//      finds the bin of the k-th largest and a fine one that bin's entries; the fine
+//      histogram of the bin the last exchange picked travels with the coarse one, so where
+//      the k-th largest stayed in that bin (a threshold that drifts slowly, as training's
+//      does) one round does, and a second (the fine histogram of the new bin) otherwise;
 //   3. the survivors of every region are allgathered (MPI_Iallgather of the counts, then
 //      MPI_Iallgatherv), so every rank holds the same sums.
 //
@@ -50,6 +54,9 @@ class OMGS_EXPORT SparseAllreduce {
     std::uint64_t survivors = 0;
     std::uint64_t pairs_sent = 0, pair_bytes_sent = 0;
     std::uint64_t region_pairs = 0;
+    /// Dependent rounds (collectives or point-to-point steps, each waiting for the last): 6,
+    /// or 5 where the seeded fine histogram held the threshold (or every entry survives).
+    std::uint32_t rounds = 0;
   };
   enum class Phase : std::uint8_t {
     idle,
