@@ -183,6 +183,23 @@ void select_at_or_above(const std::vector<SparsePair>& reduced, std::uint32_t th
     if (magnitude_key(p.value) >= threshold) out.push_back(p);
 }
 
+void sort_by_index(std::vector<SparsePair>& pairs, std::vector<SparsePair>& scratch) {
+  const auto by_index = [](const SparsePair& a, const SparsePair& b) { return a.index < b.index; };
+  if (pairs.size() < 512) return std::sort(pairs.begin(), pairs.end(), by_index);
+  scratch.resize(pairs.size());
+  std::size_t count[256];
+  std::vector<SparsePair>* from = &pairs;
+  std::vector<SparsePair>* to = &scratch;
+  for (int shift = 0; shift < 32; shift += 8) {  // 4 passes: the result ends in `pairs`
+    std::fill(std::begin(count), std::end(count), std::size_t{0});
+    for (const SparsePair& p : *from) ++count[(p.index >> shift) & 0xffu];
+    std::size_t at = 0;
+    for (std::size_t& c : count) at += std::exchange(c, at);
+    for (const SparsePair& p : *from) (*to)[count[(p.index >> shift) & 0xffu]++] = p;
+    std::swap(from, to);
+  }
+}
+
 void not_among(const SparsePair* own, std::size_t count, const std::vector<SparsePair>& survivors,
                std::vector<SparsePair>& out) {
   out.clear();

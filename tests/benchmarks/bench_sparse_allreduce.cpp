@@ -17,7 +17,7 @@
 // alternate; a run's time is the slowest rank's; bytes are payload per rank (the largest over
 // ranks); max/mean is the busiest region's received pairs against the mean over ranks (the worst
 // run's, and the warm-up run's, the first exchange of the object); rounds: the dependent rounds
-// of a measured run, on average (6, or 5 where the last exchange's histogram bin held).
+// of a measured run, on average (5, or 4 where the last exchange's histogram bin held).
 // Waits poll every 50 us, as omgs' progress thread does.
 #include <mpi.h>
 

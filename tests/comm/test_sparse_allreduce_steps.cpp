@@ -79,6 +79,29 @@ TEST_CASE("IndexPermutation spreads contiguous and strided index sets over even 
   }
 }
 
+TEST_CASE("sort_by_index sorts distinct indices, small and large, without reallocating") {
+  for (const std::size_t count :
+       {std::size_t{0}, std::size_t{5}, std::size_t{511}, std::size_t{512}, std::size_t{40000}}) {
+    INFO("count " << count);
+    const sa::IndexPermutation perm(1ull << 32);  // distinct indices over all 32 bits
+    std::vector<SparsePair> pairs, scratch;
+    for (std::size_t i = 0; i < count; ++i)
+      pairs.push_back({static_cast<std::uint32_t>(perm.forward(i * 7919)), float(i)});
+    std::vector<SparsePair> expect = pairs;
+    std::sort(expect.begin(), expect.end(),
+              [](const SparsePair& a, const SparsePair& b) { return a.index < b.index; });
+    scratch.reserve(count);
+    const SparsePair* before = pairs.data();
+    sa::sort_by_index(pairs, scratch);
+    CHECK(pairs.data() == before);
+    REQUIRE(pairs.size() == expect.size());
+    bool same = true;
+    for (std::size_t i = 0; i < count; ++i)
+      same = same && pairs[i].index == expect[i].index && pairs[i].value == expect[i].value;
+    CHECK(same);
+  }
+}
+
 TEST_CASE("bin_by_region groups pairs by region, stably, empty regions included") {
   const std::vector<std::uint64_t> bounds = {0, 10, 10, 20, 30};  // region 1 is empty
   const std::vector<SparsePair> pairs = {{25, 1}, {3, 2}, {10, 3}, {0, 4}, {19, 5}, {29, 6}};

@@ -5,7 +5,7 @@
 // rounding took away (the sender's and the region owner's) and the pairs that did not
 // survive; no mass is lost over many iterations of error feedback; all pairs in a small
 // index range, ranks without pairs, k = 0; the compact format sends fewer bytes per pair; the
-// ranks disagreeing on the wire is an error on every rank.
+// ranks disagreeing on the wire and a pair outside the group are errors on every rank.
 #include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/detail/sparse_allreduce_steps.hpp>
 
@@ -240,6 +240,26 @@ TEST_CASE("the compact sparse allreduce sends fewer bytes per pair") {
     if (wire == PairWire::pairs8) CHECK(per_pair == 8.0);
     if (wire == PairWire::fp32) CHECK(per_pair < 6.5);
     if (wire == PairWire::bf16 || wire == PairWire::fp16) CHECK(per_pair < 4.5);
+  }
+}
+
+TEST_CASE("a pair outside the group fails every rank with every wire, then works again") {
+  const int r = world_rank(), p = world_size();
+  const std::uint32_t n = 1000;
+  for (const PairWire wire : all_wires) {
+    INFO(omgs::to_string(wire) << ", ranks " << p);
+    SparseAllreduce ex(MPI_COMM_WORLD, n, 5, wire);
+    // Every rank sends pairs to every region; the last rank's input is bad.
+    auto mine = omgs_test::random_pairs(200, 0, n, 9u + static_cast<unsigned>(r));
+    if (r == p - 1) mine.push_back({n + 3, 1.0f});
+    ex.start(mine.data(), mine.size());
+    if (r == p - 1)
+      CHECK_THROWS_WITH(ex.wait(60.0), Catch::Contains("has index 1003"));
+    else
+      CHECK_THROWS_WITH(ex.wait(60.0), Catch::Contains("rank " + std::to_string(p - 1) +
+                                                       " passed a pair outside the group"));
+    if (r == p - 1) mine.pop_back();
+    check_against_reference(ex, mine, wire);  // nothing of the failed exchange is left over
   }
 }
 

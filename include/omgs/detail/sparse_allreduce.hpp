@@ -6,9 +6,11 @@
 //      (sparse_allreduce::IndexPermutation, as Zen hashes them), are cut into P even
 //      regions, one per rank: the few hot index ranges real gradients have (an embedding's
 //      frequent rows, an output layer) spread over every region instead of loading one rank;
-//      each rank sends the pairs it selected in region j to rank j (counts by MPI_Ialltoall,
-//      pairs point to point, each rank starting at its right-hand neighbour so that no rank
-//      is hit by all at once), and each rank sums what it receives for its region;
+//      each rank sends the pairs it selected in region j to rank j, point to point, one
+//      message to every peer (empty where it has none; each rank starting at its right-hand
+//      neighbour so that no rank is hit by all at once); the receiver probes each peer's
+//      message for its size (MPI_Improbe, then MPI_Imrecv), so the counts take no round of
+//      their own; and each rank sums what it receives for its region;
 //   2. global selection: small histogram allreduces find the magnitude above which about k
 //      of all reduced entries lie (exact to 2^-11 of the k-th magnitude): a coarse one
 //      finds the bin of the k-th largest and a fine one that bin's entries; the fine
@@ -54,8 +56,8 @@ class OMGS_EXPORT SparseAllreduce {
     std::uint64_t survivors = 0;
     std::uint64_t pairs_sent = 0, pair_bytes_sent = 0;
     std::uint64_t region_pairs = 0;
-    /// Dependent rounds (collectives or point-to-point steps, each waiting for the last): 6,
-    /// or 5 where the seeded fine histogram held the threshold (or every entry survives).
+    /// Dependent rounds (collectives or point-to-point steps, each waiting for the last): 5,
+    /// or 4 where the seeded fine histogram held the threshold (or every entry survives).
     std::uint32_t rounds = 0;
   };
   enum class Phase : std::uint8_t {

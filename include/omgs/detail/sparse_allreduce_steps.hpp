@@ -99,6 +99,10 @@ OMGS_EXPORT std::uint32_t threshold_key(const CoarsePick& pick,
 OMGS_EXPORT void select_at_or_above(const std::vector<SparsePair>& reduced, std::uint32_t threshold,
                                     std::vector<SparsePair>& out);
 
+/// Sorts `pairs` by index (distinct indices: a 4-pass LSD radix sort, O(n), for the survivors
+/// mapped back from permuted indices), `scratch` its buffer (no allocation once it has the room).
+OMGS_EXPORT void sort_by_index(std::vector<SparsePair>& pairs, std::vector<SparsePair>& scratch);
+
 /// This rank's own pairs whose index is not among `survivors` (sorted by index): the
 /// selection dropped them, and their values go back into this rank's residual.
 OMGS_EXPORT void not_among(const SparsePair* own, std::size_t count,
