@@ -18,7 +18,7 @@
 //      the k-th largest stayed in that bin (a threshold that drifts slowly, as training's
 //      does) one round does, and a second (the fine histogram of the new bin) otherwise;
 //   3. the survivors of every region are allgathered (MPI_Iallgather of the counts, then
-//      MPI_Iallgatherv), so every rank holds the same sums.
+//      MPI_Iallgatherv) and mapped back to their indices, so every rank holds the same sums.
 //
 // The result is the global top-k of the summed pairs, not the sum of every rank's top-k: a
 // rank's pair whose index did not survive is returned by dropped(), for its residual, so no
@@ -62,7 +62,7 @@ class OMGS_EXPORT SparseAllreduce {
   };
   enum class Phase : std::uint8_t {
     idle,
-    counts,
+    counts,  // step 1's pairs sent; every peer's message probed for its size
     pairs,
     coarse,
     fine,
