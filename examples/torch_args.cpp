@@ -42,7 +42,11 @@ constexpr const char* usage_text =
     "  --tolerance T     allowed accuracy loss of sparse, in percentage points (default 1)\n"
     "  --progress MODE   thread: omgs' progress thread drives MPI during backward; inline:\n"
     "                    finish() does (default thread)\n"
-    "  --seed S          weights and shuffling (default 1)\n";
+    "  --seed S          weights and shuffling (default 1)\n"
+    "  --save-gradients PATH  write every rank's gradients of the dense run's first\n"
+    "                    --save-iterations iterations to PATH (examples/gradient_file.hpp),\n"
+    "                    for omgs-bench-sparse-allreduce --source file:PATH\n"
+    "  --save-iterations N  (default 4)\n";
 
 }  // namespace
 
@@ -100,6 +104,10 @@ int parse_args(int argc, char** argv, int rank, int size, Args& a) {
       ok = number(t, 0, 100, a.tolerance);
     else if (o == "--data-dir")
       a.data_dir = t;
+    else if (o == "--save-gradients")
+      a.save_gradients = t;
+    else if (o == "--save-iterations")
+      ok = integer(1, 1000, a.save_iterations);
     else if (o == "--progress")
       ok = (a.inline_progress = t == "inline") || t == "thread";
     else if (o == "--planner") {

@@ -24,6 +24,9 @@ struct Args {
   /// default (pairs8, or OMGS_PAIR_WIRE).
   std::string pair_wire;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  /// Where the dense run writes its first save_iterations gradients (empty: nowhere).
+  std::string save_gradients;
+  int save_iterations = 4;
 };
 
 /// Parses argv; returns -1 to go on, 0 after --help, 2 on a bad argument (rank 0 prints).

@@ -33,6 +33,7 @@
 
 #include "bounded_mpi.hpp"
 #include "fashion_mnist.hpp"
+#include "gradient_saver.hpp"
 #include "median.hpp"
 #include "torch_args.hpp"
 
@@ -127,14 +128,16 @@ Epoch train_epoch(const Context& c, Net& net, torch::optim::SGD& opt, int epoch,
           bytes / c.iters};
 }
 
-/// Dense data parallelism: the gradients flattened, one MPI_Allreduce, averaged back.
-Step dense_step(const Context& c, Net& net) {
-  return [&c, &net](const torch::Tensor& loss) {
+/// Dense data parallelism: the gradients flattened, one MPI_Allreduce, averaged back (this
+/// rank's, before averaging, into `saver` while it wants them).
+Step dense_step(const Context& c, Net& net, omgs_examples::GradientSaver& saver) {
+  return [&c, &net, &saver](const torch::Tensor& loss) {
     for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
     loss.backward();
     std::vector<torch::Tensor> grads;
     for (auto& p : net->parameters()) grads.push_back(p.grad().view(-1));
     auto flat = torch::cat(grads);
+    saver.add(flat);
     MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(flat.numel()), MPI_FLOAT,
                   MPI_SUM, c.comm);
     flat.div_(c.size);
@@ -274,7 +277,10 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
                               torch::optim::SGDOptions(a.lr).momentum(a.momentum)),
       sparse_opt(sparse_net->parameters(),
                  torch::optim::SGDOptions(a.lr).momentum(a.momentum_correction ? 0.0 : a.momentum));
-  const Step dense = dense_step(c, dense_net);
+  std::vector<std::pair<std::string, std::uint64_t>> saved_layers;
+  for (const auto& l : layers) saved_layers.emplace_back(l.name, l.numel);
+  omgs_examples::GradientSaver saver(a.save_gradients, a.save_iterations, comm, saved_layers);
+  const Step dense = dense_step(c, dense_net, saver);
   const Step sparse = [&glue](const torch::Tensor& loss) { return glue.step(loss); };
 
   std::uint64_t numel = 0;

@@ -9,61 +9,135 @@ namespace omgs::detail {
 namespace sa = sparse_allreduce;
 using Phase = SparseAllreduce::Phase;
 
-void SparseAllreduce::Impl::post_counts() {
-  // Bad input still takes part in the counts' exchange, as -1 to every rank, so that every
-  // rank fails at once (post_pairs) instead of waiting for pairs that never come.
+void SparseAllreduce::Impl::post_sends() {
   local_error.clear();
+  permuted.resize(own.size());
+  for (std::size_t i = 0; i < own.size(); ++i)  // an index >= n stays, for bin_by_region's error
+    permuted[i] = {static_cast<std::uint32_t>(perm.forward(own[i].index)), own[i].value};
   try {
-    sa::bin_by_region(own.data(), own.size(), bounds, binned, send_counts);
+    sa::bin_by_region(permuted.data(), permuted.size(), bounds, binned, send_counts);
   } catch (const Error& e) {
     local_error = e.what();
-    send_counts.assign(static_cast<std::size_t>(size), -1);
+    binned.clear();
+    send_counts.assign(static_cast<std::size_t>(size), 0);
   }
-  if (compact() && local_error.empty()) sort_segments();
-  recv_counts.assign(static_cast<std::size_t>(size), 0);
+  displs(send_counts, send_displs, "this rank's pairs");
   stats = {};
-  stats.bytes_sent = stats.bytes_received = static_cast<std::uint64_t>(size - 1) * sizeof(int);
-  check(MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm.get(),
-                      next_request()),
-        "MPI_Ialltoall of the region counts");
+  stats.rounds = 1;
+  error_from = -1;
+  const auto me = static_cast<std::size_t>(rank);
+  probed.assign(static_cast<std::size_t>(size), 0);
+  probed[me] = 1;
+  messages.assign(static_cast<std::size_t>(size), MPI_MESSAGE_NULL);
+  recv_counts.assign(static_cast<std::size_t>(size), 0);
+  recv_counts[me] = send_counts[me];
+  if (compact()) {
+    if (local_error.empty()) sort_segments();
+    post_compact_sends();
+  } else {
+    // Rank r sends to r + 1 first, then r + 2, ...: at each step every rank has one peer.
+    // Every peer gets a message, empty where it has no pairs: its size is the count.
+    for (int i = 1; i < size; ++i) {
+      const auto d = static_cast<std::size_t>((rank + i) % size);
+      check(
+          MPI_Isend(binned.data() + send_displs[d], send_counts[d], pair_type, static_cast<int>(d),
+                    local_error.empty() ? kPairsTag : kErrorTag, comm.get(), next_request()),
+          "MPI_Isend of a region's pairs");
+      stats.bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
+      stats.pairs_sent += static_cast<std::uint64_t>(send_counts[d]);
+      stats.pair_bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
+    }
+  }
   phase = Phase::counts;
 }
 
-void SparseAllreduce::Impl::post_pairs() {
-  for (int r = 0; r < size; ++r) {
-    if (recv_counts[static_cast<std::size_t>(r)] >= 0) continue;
-    phase = Phase::idle;
-    throw Error(!local_error.empty() ? local_error
-                                     : "omgs: sparse allreduce: rank " + std::to_string(r) +
-                                           " passed a pair outside the group (see its error)");
-  }
-  displs(send_counts, send_displs, "this rank's pairs");
-  const int total = displs(recv_counts, recv_displs, "the pairs received for this region");
-  received.resize(static_cast<std::size_t>(total));
-  const auto me = static_cast<std::size_t>(rank);
-  std::copy_n(binned.begin() + send_displs[me], send_counts[me],
-              received.begin() + recv_displs[me]);
-  if (compact()) return post_compact_pairs();
+bool SparseAllreduce::Impl::probe_all() {
+  int missing = 0;
   for (int r = 0; r < size; ++r) {
     const auto s = static_cast<std::size_t>(r);
-    if (r == rank || recv_counts[s] == 0) continue;
-    check(MPI_Irecv(received.data() + recv_displs[s], recv_counts[s], pair_type, r, 0, comm.get(),
-                    next_request()),
-          "MPI_Irecv of a region's pairs");
-    stats.bytes_received += static_cast<std::uint64_t>(recv_counts[s]) * sizeof(SparsePair);
+    if (probed[s]) continue;
+    int flag = 0;
+    MPI_Status st;
+    check(MPI_Improbe(r, MPI_ANY_TAG, comm.get(), &flag, &messages[s], &st),
+          "MPI_Improbe of a region's pairs");
+    if (!flag) {
+      ++missing;
+      continue;
+    }
+    probed[s] = 1;
+    int count = 0;
+    check(MPI_Get_count(&st, compact() ? MPI_UINT32_T : pair_type, &count),
+          "MPI_Get_count of a region's pairs");
+    if (st.MPI_TAG == kErrorTag && error_from < 0) error_from = r;
+    (compact() ? recv_wcounts : recv_counts)[s] = count;
   }
-  // Rank r sends to r + 1 first, then r + 2, ...: at each step every rank has one peer.
-  for (int i = 1; i < size; ++i) {
-    const auto d = static_cast<std::size_t>((rank + i) % size);
-    if (send_counts[d] == 0) continue;
-    check(MPI_Isend(binned.data() + send_displs[d], send_counts[d], pair_type, static_cast<int>(d),
-                    0, comm.get(), next_request()),
-          "MPI_Isend of a region's pairs");
-    stats.bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
-    stats.pairs_sent += static_cast<std::uint64_t>(send_counts[d]);
-    stats.pair_bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
+  if (missing > 0) return false;
+  if (compact()) {
+    post_compact_receives();
+  } else {
+    const int total = displs(recv_counts, recv_displs, "the pairs received for this region");
+    received.resize(static_cast<std::size_t>(total));
+    const auto me = static_cast<std::size_t>(rank);
+    std::copy_n(binned.begin() + send_displs[me], send_counts[me],
+                received.begin() + recv_displs[me]);
+    for (int r = 0; r < size; ++r) {
+      const auto s = static_cast<std::size_t>(r);
+      if (r == rank) continue;
+      check(MPI_Imrecv(received.data() + recv_displs[s], recv_counts[s], pair_type, &messages[s],
+                       next_request()),
+            "MPI_Imrecv of a region's pairs");
+      stats.bytes_received += static_cast<std::uint64_t>(recv_counts[s]) * sizeof(SparsePair);
+    }
   }
   phase = Phase::pairs;
+  return true;
+}
+
+void SparseAllreduce::Impl::after_pairs() {
+  if (!local_error.empty() || error_from >= 0) {  // every rank knows by now: no pair is used
+    phase = Phase::idle;
+    throw Error(!local_error.empty()
+                    ? local_error
+                    : "omgs: sparse allreduce: rank " + std::to_string(error_from) +
+                          " passed a pair outside the group (see its error)");
+  }
+  if (compact()) decode_received();
+  stats.region_pairs = received.size();
+  sa::reduce_by_index(received, reduced, sort_keys);
+  post_first_histograms();
+}
+
+void SparseAllreduce::Impl::post_first_histograms() {
+  sa::histogram(reduced, false, 0, coarse_hist);
+  first_round.assign(coarse_hist.begin(), coarse_hist.end());
+  seeded = seed_bin >= 0;
+  if (seeded) {
+    sa::histogram(reduced, true, static_cast<std::uint32_t>(seed_bin), fine_hist);
+    first_round.insert(first_round.end(), fine_hist.begin(), fine_hist.end());
+  }
+  const auto bytes = static_cast<std::uint64_t>(first_round.size()) * sizeof(std::int64_t);
+  stats.bytes_sent += bytes;
+  stats.bytes_received += bytes;
+  ++stats.rounds;
+  check(MPI_Iallreduce(MPI_IN_PLACE, first_round.data(), static_cast<int>(first_round.size()),
+                       MPI_INT64_T, MPI_SUM, comm.get(), next_request()),
+        "MPI_Iallreduce of the coarse histogram");
+  phase = Phase::coarse;
+}
+
+void SparseAllreduce::Impl::after_first_histograms() {
+  const auto bins = static_cast<std::ptrdiff_t>(sa::hist_bins);
+  coarse_hist.assign(first_round.begin(), first_round.begin() + bins);
+  pick = sa::pick_coarse(coarse_hist, k);
+  if (pick.keep_all || pick.keep_none)  // the same on every rank: the histogram is global
+    return post_survivor_counts(sa::threshold_key(pick, fine_hist));
+  const bool hit = seeded && static_cast<std::int64_t>(pick.bin) == seed_bin;
+  seed_bin = pick.bin;
+  if (!hit) return post_histogram(true);
+  // The k-th largest is in the bin the last exchange picked: its fine histogram came along,
+  // the same one a second round would sum.
+  fine_hist.assign(first_round.begin() + bins, first_round.end());
+  post_survivor_counts(sa::threshold_key(pick, fine_hist));
 }
 
 void SparseAllreduce::Impl::post_histogram(bool fine) {
@@ -72,6 +146,7 @@ void SparseAllreduce::Impl::post_histogram(bool fine) {
   const auto bytes = static_cast<std::uint64_t>(hist.size()) * sizeof(std::int64_t);
   stats.bytes_sent += bytes;
   stats.bytes_received += bytes;
+  ++stats.rounds;
   check(MPI_Iallreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_INT64_T,
                        MPI_SUM, comm.get(), next_request()),
         fine ? "MPI_Iallreduce of the fine histogram" : "MPI_Iallreduce of the coarse histogram");
@@ -85,6 +160,7 @@ void SparseAllreduce::Impl::post_survivor_counts(std::uint32_t threshold) {
   recv_counts.assign(static_cast<std::size_t>(size), 0);
   stats.bytes_sent += sizeof(int);
   stats.bytes_received += static_cast<std::uint64_t>(size - 1) * sizeof(int);
+  ++stats.rounds;
   check(MPI_Iallgather(&local_count, 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm.get(),
                        next_request()),
         "MPI_Iallgather of the survivor counts");
@@ -93,6 +169,7 @@ void SparseAllreduce::Impl::post_survivor_counts(std::uint32_t threshold) {
 
 void SparseAllreduce::Impl::post_survivors() {
   const int total = displs(recv_counts, recv_displs, "the survivors");
+  ++stats.rounds;
   survivors.resize(static_cast<std::size_t>(total));
   if (compact()) return post_compact_survivors();
   stats.bytes_sent += static_cast<std::uint64_t>(local_count) * sizeof(SparsePair);
@@ -105,35 +182,31 @@ void SparseAllreduce::Impl::post_survivors() {
   phase = Phase::gather;
 }
 
+void SparseAllreduce::Impl::unpermute(std::vector<SparsePair>& pairs) {
+  for (SparsePair& p : pairs) p.index = static_cast<std::uint32_t>(perm.inverse(p.index));
+  sa::sort_by_index(pairs, received);  // received: reduced already, its room is the scratch
+}
+
 void SparseAllreduce::Impl::finish() {
   if (compact()) {
     decode_survivors();
-    returned_compact();
-  } else {
-    sa::not_among(own.data(), own.size(), survivors, dropped);
+    returned_compact();  // in permuted indices, as binned and survivors are
+    unpermute(dropped);
   }
+  unpermute(survivors);
+  if (!compact()) sa::not_among(own.data(), own.size(), survivors, dropped);
   stats.survivors = survivors.size();
-  sa::balanced_bounds(survivors, n, size, bounds);
   phase = Phase::done;
 }
 
 void SparseAllreduce::Impl::advance() {
   requests.clear();
   switch (phase) {
-    case Phase::counts:
-      post_pairs();
-      break;
     case Phase::pairs:
-      if (compact()) decode_received();
-      sa::reduce_by_index(received, reduced, sort_keys);
-      post_histogram(false);
+      after_pairs();
       break;
     case Phase::coarse:
-      pick = sa::pick_coarse(coarse_hist, k);
-      if (pick.keep_all || pick.keep_none)  // the same on every rank: the histogram is global
-        post_survivor_counts(sa::threshold_key(pick, fine_hist));
-      else
-        post_histogram(true);
+      after_first_histograms();
       break;
     case Phase::fine:
       post_survivor_counts(sa::threshold_key(pick, fine_hist));
@@ -144,6 +217,7 @@ void SparseAllreduce::Impl::advance() {
     case Phase::gather:
       finish();
       break;
+    case Phase::counts:  // probe_all() leaves it
     case Phase::idle:
     case Phase::done:
       break;
@@ -195,12 +269,14 @@ void SparseAllreduce::start(const SparsePair* pairs, std::size_t count) {
     throw Error(std::string("omgs: sparse allreduce: start() while an exchange is in flight (") +
                 to_string(s.phase) + ")");
   s.own.assign(pairs, pairs + count);
-  s.post_counts();
+  s.post_sends();
 }
 
 bool SparseAllreduce::test() {
   Impl& s = *impl_;
   while (s.phase != Phase::idle && s.phase != Phase::done) {
+    // The sends are out; the pairs' receives wait for every peer's message to be probed.
+    if (s.phase == Phase::counts && !s.probe_all()) return false;
     int flag = 0;
     s.check(MPI_Testall(static_cast<int>(s.requests.size()), s.requests.data(), &flag,
                         MPI_STATUSES_IGNORE),
@@ -242,7 +318,7 @@ const char* SparseAllreduce::to_string(Phase p) noexcept {
     case Phase::idle:
       return "idle";
     case Phase::counts:
-      return "MPI_Ialltoall of the region counts";
+      return "MPI_Improbe of the regions' pairs";
     case Phase::pairs:
       return "the regions' pairs, point to point";
     case Phase::coarse:

@@ -15,21 +15,22 @@ bool by_index(const SparsePair& a, const SparsePair& b) {
 }
 
 /// Word counts and displacements of one block per rank r of count_of(r) pairs over a range
-/// of range_of(r) indices (no block where there are no pairs); returns the total words.
+/// of range_of(r) indices, each after `header` words (no block where there are no pairs);
+/// returns the total words.
 template <class CountOf, class RangeOf>
 int block_displs(std::size_t ranks, WireValues values, CountOf count_of, RangeOf range_of,
-                 std::vector<int>& wcounts, std::vector<int>& wdispls) {
+                 std::vector<int>& wcounts, std::vector<int>& wdispls, std::size_t header = 0) {
   wcounts.assign(ranks, 0);
   wdispls.assign(ranks, 0);
   std::size_t at = 0;
   for (std::size_t r = 0; r < ranks; ++r) {
     wdispls[r] = static_cast<int>(at);
     const auto c = static_cast<std::size_t>(count_of(r));
-    wcounts[r] = c == 0 ? 0 : static_cast<int>(block_words(range_of(r), c, values));
+    wcounts[r] = c == 0 ? 0 : static_cast<int>(header + block_words(range_of(r), c, values));
     at += static_cast<std::size_t>(wcounts[r]);
+    if (at > static_cast<std::size_t>(INT_MAX))
+      throw Error("omgs: sparse allreduce: the compact blocks exceed 2^31-1 words");
   }
-  if (at > static_cast<std::size_t>(INT_MAX))
-    throw Error("omgs: sparse allreduce: the compact blocks exceed 2^31-1 words");
   return static_cast<int>(at);
 }
 
@@ -44,58 +45,78 @@ void SparseAllreduce::Impl::sort_segments() {
   }
 }
 
-void SparseAllreduce::Impl::post_compact_pairs() {
+void SparseAllreduce::Impl::post_compact_sends() {
   const WireValues values = wire_values(wire);
   const auto me = static_cast<std::size_t>(rank);
-  // This rank's own pairs do not travel, but are rounded as if they had.
-  for (int i = 0; i < send_counts[me]; ++i) {
-    SparsePair& p = received[static_cast<std::size_t>(recv_displs[me] + i)];
-    p.value = round_to_wire(wire, p.value);
-  }
-  // To each other rank one block over its region; from each one block over this region.
   const auto ranks = static_cast<std::size_t>(size);
+  recv_wcounts.assign(ranks, 0);
+  // To each other rank one message: its pair count, then one block over its region (empty
+  // where there are no pairs).
   const int sent = block_displs(
       ranks, values, [&](std::size_t d) { return d == me ? 0 : send_counts[d]; },
       [this](std::size_t d) { return region_size(static_cast<int>(d)); }, send_wcounts,
-      send_wdispls);
+      send_wdispls, 1);
   send_words.resize(static_cast<std::size_t>(sent));
-  const std::uint64_t mine = region_size(rank);
-  const int got = block_displs(
-      ranks, values, [&](std::size_t s) { return s == me ? 0 : recv_counts[s]; },
-      [mine](std::size_t) { return mine; }, recv_wcounts, recv_wdispls);
+  for (int i = 1; i < size; ++i) {  // the same rotation as the 8-byte pairs'
+    const auto d = static_cast<std::size_t>((rank + i) % size);
+    std::uint32_t* words = send_words.data() + send_wdispls[d];
+    if (send_wcounts[d] > 0) {
+      words[0] = static_cast<std::uint32_t>(send_counts[d]);
+      const PairLayout l = make_pair_layout(region_size(static_cast<int>(d)),
+                                            static_cast<std::size_t>(send_counts[d]), values);
+      encode_block(l, binned.data() + send_displs[d], bounds[d], words + 1);
+    }
+    check(MPI_Isend(words, send_wcounts[d], MPI_UINT32_T, static_cast<int>(d),
+                    local_error.empty() ? kPairsTag : kErrorTag, comm.get(), next_request()),
+          "MPI_Isend of a region's pairs");
+    const auto block = static_cast<std::uint64_t>(std::max(0, send_wcounts[d] - 1));
+    stats.bytes_sent += static_cast<std::uint64_t>(send_wcounts[d]) * 4;
+    stats.pairs_sent += static_cast<std::uint64_t>(send_counts[d]);
+    stats.pair_bytes_sent += block * 4;
+  }
+}
+
+void SparseAllreduce::Impl::post_compact_receives() {
+  const int got = displs(recv_wcounts, recv_wdispls, "the blocks received for this region");
   recv_words.resize(static_cast<std::size_t>(got));
   for (int r = 0; r < size; ++r) {
     const auto s = static_cast<std::size_t>(r);
-    if (recv_wcounts[s] == 0) continue;
-    check(MPI_Irecv(recv_words.data() + recv_wdispls[s], recv_wcounts[s], MPI_UINT32_T, r, 0,
-                    comm.get(), next_request()),
-          "MPI_Irecv of a region's pairs");
+    if (r == rank) continue;
+    check(MPI_Imrecv(recv_words.data() + recv_wdispls[s], recv_wcounts[s], MPI_UINT32_T,
+                     &messages[s], next_request()),
+          "MPI_Imrecv of a region's pairs");
     stats.bytes_received += static_cast<std::uint64_t>(recv_wcounts[s]) * 4;
   }
-  for (int i = 1; i < size; ++i) {  // the same rotation as the 8-byte pairs'
-    const auto d = static_cast<std::size_t>((rank + i) % size);
-    if (send_wcounts[d] == 0) continue;
-    const PairLayout l = make_pair_layout(region_size(static_cast<int>(d)),
-                                          static_cast<std::size_t>(send_counts[d]), values);
-    std::uint32_t* words = send_words.data() + send_wdispls[d];
-    encode_block(l, binned.data() + send_displs[d], bounds[d], words);
-    check(MPI_Isend(words, send_wcounts[d], MPI_UINT32_T, static_cast<int>(d), 0, comm.get(),
-                    next_request()),
-          "MPI_Isend of a region's pairs");
-    stats.bytes_sent += static_cast<std::uint64_t>(send_wcounts[d]) * 4;
-    stats.pairs_sent += static_cast<std::uint64_t>(send_counts[d]);
-    stats.pair_bytes_sent += static_cast<std::uint64_t>(send_wcounts[d]) * 4;
-  }
-  phase = Phase::pairs;
 }
 
 void SparseAllreduce::Impl::decode_received() {
   const WireValues values = wire_values(wire);
   const std::uint64_t mine = region_size(rank);
+  const auto me = static_cast<std::size_t>(rank);
   for (std::size_t s = 0; s < recv_wcounts.size(); ++s) {
-    if (recv_wcounts[s] == 0) continue;
+    if (s == me || recv_wcounts[s] == 0) continue;
+    const std::uint32_t c = recv_words[static_cast<std::size_t>(recv_wdispls[s])];
+    // A block's size follows from its count and this region: a mismatch is a peer's bug.
+    if (c == 0 || c > mine ||
+        1 + block_words(mine, c, values) != static_cast<std::size_t>(recv_wcounts[s])) {
+      phase = Phase::idle;
+      throw Error("omgs: sparse allreduce: rank " + std::to_string(s) +
+                  " sent a malformed block for this region");
+    }
+    recv_counts[s] = static_cast<int>(c);
+  }
+  const int total = displs(recv_counts, recv_displs, "the pairs received for this region");
+  received.resize(static_cast<std::size_t>(total));
+  // This rank's own pairs do not travel, but are rounded as if they had.
+  for (int i = 0; i < send_counts[me]; ++i) {
+    SparsePair p = binned[static_cast<std::size_t>(send_displs[me] + i)];
+    p.value = round_to_wire(wire, p.value);
+    received[static_cast<std::size_t>(recv_displs[me] + i)] = p;
+  }
+  for (std::size_t s = 0; s < recv_wcounts.size(); ++s) {
+    if (s == me || recv_counts[s] == 0) continue;
     const PairLayout l = make_pair_layout(mine, static_cast<std::size_t>(recv_counts[s]), values);
-    decode_block(l, recv_words.data() + recv_wdispls[s], bounds[static_cast<std::size_t>(rank)],
+    decode_block(l, recv_words.data() + recv_wdispls[s] + 1, bounds[me],
                  received.data() + recv_displs[s]);
   }
 }

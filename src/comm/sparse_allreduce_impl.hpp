@@ -28,14 +28,30 @@ struct SparseAllreduce::Impl {
   PairWire wire = PairWire::pairs8;
   int rank = 0, size = 1;
   Phase phase = Phase::idle;
+  sparse_allreduce::IndexPermutation perm;  // the regions cut the permuted indices
   std::vector<std::uint64_t> bounds;
-  std::vector<SparsePair> own, binned, received, reduced, local, survivors, dropped;
+  // own: this rank's pairs as passed; permuted: with permuted indices, as every later step
+  // holds them until finish() maps the survivors (and the compact dropped()) back.
+  std::vector<SparsePair> own, permuted, binned, received, reduced, local, survivors, dropped;
   std::vector<int> send_counts, recv_counts, send_displs, recv_displs;
   std::vector<std::int64_t> coarse_hist, fine_hist;
+  // The first histogram round: the coarse histogram, then (seeded) the fine histogram of the
+  // coarse bin the last exchange picked, in one allreduce; seed_bin -1: none yet. The same on
+  // every rank (it comes from the globally summed histogram).
+  std::vector<std::int64_t> first_round;
+  std::int64_t seed_bin = -1;
+  bool seeded = false;
   std::vector<std::uint64_t> sort_keys;  // reduce_by_index's scratch
   sparse_allreduce::CoarsePick pick;
   int local_count = 0;
-  std::string local_error;  // this rank's bad input, reported by every rank in post_pairs
+  std::string local_error;  // this rank's bad input, reported by every rank in after_pairs
+  // Step 1 sends every peer one message (tag kErrorTag, empty, where this rank's input is
+  // bad); the receiver probes each peer's (MPI_Improbe), its size being the count, then
+  // receives it (MPI_Imrecv): no round of its own for the counts.
+  static constexpr int kPairsTag = 0, kErrorTag = 1;
+  std::vector<char> probed;
+  std::vector<MPI_Message> messages;
+  int error_from = -1;  // the lowest rank that sent kErrorTag
   std::vector<MPI_Request> requests;
   Stats stats;
   // The compact pair format: blocks in 32-bit words, their counts and displacements in
@@ -50,7 +66,8 @@ struct SparseAllreduce::Impl {
         k(k_),
         wire(w),
         rank(comm.rank()),
-        size(comm.size()) {}
+        size(comm.size()),
+        perm(n_) {}
 
   bool compact() const noexcept { return wire != PairWire::pairs8; }
   std::uint64_t region_size(int r) const {
@@ -87,36 +104,48 @@ struct SparseAllreduce::Impl {
   void reserve() {
     const auto p = static_cast<std::uint64_t>(size);
     const auto most = static_cast<std::size_t>(std::min(n, p * k));
-    for (auto* v : {&received, &reduced, &local, &survivors}) v->reserve(most);
-    for (auto* v : {&own, &binned}) v->reserve(static_cast<std::size_t>(k));
+    for (auto* v : {&reduced, &local, &survivors}) v->reserve(most);
+    // received is also the scratch of finish()'s sort of dropped() (compact: k + most).
+    received.reserve(most + (compact() ? static_cast<std::size_t>(k) : 0));
+    for (auto* v : {&own, &permuted, &binned}) v->reserve(static_cast<std::size_t>(k));
     // dropped(): this rank's pairs, and with the compact format its region's rounding errors.
     dropped.reserve(static_cast<std::size_t>(k) + (compact() ? most : 0));
     sort_keys.reserve(most);
     requests.reserve(2 * static_cast<std::size_t>(size) + 1);
+    probed.reserve(static_cast<std::size_t>(size));
+    messages.reserve(static_cast<std::size_t>(size));
     for (auto* v : {&send_counts, &recv_counts, &send_displs, &recv_displs, &send_wcounts,
                     &send_wdispls, &recv_wcounts, &recv_wdispls})
       v->reserve(static_cast<std::size_t>(size));
     coarse_hist.reserve(sparse_allreduce::hist_bins);
     fine_hist.reserve(sparse_allreduce::hist_bins);
+    first_round.reserve(2 * sparse_allreduce::hist_bins);
     if (!compact()) return;
     rounded.reserve(most);
     // One block per peer over ranges that together are the group.
     const auto ranks = static_cast<std::size_t>(size);
-    send_words.reserve(blocks_words_bound(n, static_cast<std::size_t>(k), ranks));
+    // Step 1's blocks each start with their pair count (one word).
+    send_words.reserve(blocks_words_bound(n, static_cast<std::size_t>(k), ranks) + ranks);
+    recv_words.reserve(blocks_words_bound(n, most, ranks) + ranks);
     local_words.reserve(blocks_words_bound(n, most, 1));
-    for (auto* v : {&recv_words, &gather_words}) v->reserve(blocks_words_bound(n, most, ranks));
+    gather_words.reserve(blocks_words_bound(n, most, ranks));
   }
-  void post_counts();
-  void post_pairs();
+  void post_sends();             // step 1: bin this rank's pairs, send every peer its region's
+  bool probe_all();              // every peer's message probed: their receives posted (phase pairs)
+  void after_pairs();            // every rank's error reported, or the region reduced
+  void post_first_histograms();  // coarse, with the seeded fine one
   void post_histogram(bool fine);
+  void after_first_histograms();  // the threshold, or the fine histogram of another bin
   void post_survivor_counts(std::uint32_t threshold);
   void post_survivors();
+  void unpermute(std::vector<SparsePair>& pairs);  // back to indices, sorted by index
   void finish();
   void advance();  // the requests of `phase` are complete: post the next step
 
   // The compact pair format (sparse_allreduce_compact.cpp).
   void sort_segments();           // each region's pairs by index (the blocks need it)
-  void post_compact_pairs();      // the regions' blocks, point to point
+  void post_compact_sends();      // the regions' blocks (a count word first), point to point
+  void post_compact_receives();   // the probed blocks' receives
   void decode_received();         // the blocks received for this region into `received`
   void round_local();             // this region's survivors as sent; errors into `rounded`
   void post_compact_survivors();  // the survivors' blocks, MPI_Iallgatherv

@@ -11,35 +11,68 @@ namespace omgs::detail::sparse_allreduce {
 
 namespace {
 
-void fill_even(std::uint64_t n, std::uint64_t p, std::vector<std::uint64_t>& b) {
-  b.resize(p + 1);
-  // n / p * r + the remainder's share, without n * r overflowing for n near 2^64.
-  for (std::uint64_t r = 0; r <= p; ++r) b[r] = n / p * r + n % p * r / p;
+// Odd multipliers (MurmurHash3's finalizer's): odd, so invertible modulo any power of two.
+constexpr std::uint64_t kMul1 = 0xff51afd7ed558ccdull, kMul2 = 0xc4ceb9fe1a85ec53ull;
+
+/// c^-1 modulo 2^64 for odd c (Newton's iteration doubles the correct low bits each step).
+constexpr std::uint64_t inverse_odd(std::uint64_t c) {
+  std::uint64_t x = c;  // correct to 3 bits: c * c = 1 mod 8 for odd c
+  for (int i = 0; i < 5; ++i) x *= 2 - c * x;
+  return x;
 }
 
 }  // namespace
 
 std::vector<std::uint64_t> even_bounds(std::uint64_t n, int ranks) {
-  std::vector<std::uint64_t> b;
-  fill_even(n, static_cast<std::uint64_t>(std::max(1, ranks)), b);
+  const auto p = static_cast<std::uint64_t>(std::max(1, ranks));
+  std::vector<std::uint64_t> b(p + 1);
+  // n / p * r + the remainder's share, without n * r overflowing for n near 2^64.
+  for (std::uint64_t r = 0; r <= p; ++r) b[r] = n / p * r + n % p * r / p;
   return b;
 }
 
-void balanced_bounds(const std::vector<SparsePair>& sorted, std::uint64_t n, int ranks,
-                     std::vector<std::uint64_t>& b) {
-  const auto p = static_cast<std::size_t>(std::max(1, ranks));
-  if (sorted.size() < p) return fill_even(n, p, b);
-  b.resize(p + 1);
-  b[0] = 0;
-  b[p] = n;
-  for (std::size_t r = 1; r < p; ++r) b[r] = sorted[r * sorted.size() / p].index;
+IndexPermutation::IndexPermutation(std::uint64_t n) noexcept : n_(n) {
+  while (bits_ < 64 && (std::uint64_t{1} << bits_) < n) ++bits_;
+  mask_ = bits_ >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits_) - 1;
+  shift_ = std::max(1, (bits_ + 1) / 2);
 }
 
-std::vector<std::uint64_t> balanced_bounds(const std::vector<SparsePair>& sorted, std::uint64_t n,
-                                           int ranks) {
-  std::vector<std::uint64_t> b;
-  balanced_bounds(sorted, n, ranks, b);
-  return b;
+std::uint64_t IndexPermutation::mix(std::uint64_t x) const noexcept {
+  x ^= x >> shift_;
+  x = (x * kMul1) & mask_;
+  x ^= x >> shift_;
+  x = (x * kMul2) & mask_;
+  return x ^ (x >> shift_);
+}
+
+std::uint64_t IndexPermutation::unmix(std::uint64_t x) const noexcept {
+  // y ^ (y >> s) = x: each pass fixes s more of y's bits from the top.
+  const auto unshift = [this](std::uint64_t v) {
+    std::uint64_t y = v;
+    for (int done = shift_; done < bits_; done += shift_) y = v ^ (y >> shift_);
+    return y;
+  };
+  constexpr std::uint64_t inv1 = inverse_odd(kMul1), inv2 = inverse_odd(kMul2);
+  x = unshift(x);
+  x = (x * inv2) & mask_;
+  x = unshift(x);
+  x = (x * inv1) & mask_;
+  return unshift(x);
+}
+
+std::uint64_t IndexPermutation::forward(std::uint64_t i) const noexcept {
+  if (i >= n_) return i;
+  // mix permutes [0, 2^bits); following i's cycle to the next value below n permutes [0, n).
+  do i = mix(i);
+  while (i >= n_);
+  return i;
+}
+
+std::uint64_t IndexPermutation::inverse(std::uint64_t j) const noexcept {
+  if (j >= n_) return j;
+  do j = unmix(j);
+  while (j >= n_);
+  return j;
 }
 
 void bin_by_region(const SparsePair* pairs, std::size_t count,
@@ -148,6 +181,23 @@ void select_at_or_above(const std::vector<SparsePair>& reduced, std::uint32_t th
   out.clear();
   for (const SparsePair& p : reduced)
     if (magnitude_key(p.value) >= threshold) out.push_back(p);
+}
+
+void sort_by_index(std::vector<SparsePair>& pairs, std::vector<SparsePair>& scratch) {
+  const auto by_index = [](const SparsePair& a, const SparsePair& b) { return a.index < b.index; };
+  if (pairs.size() < 512) return std::sort(pairs.begin(), pairs.end(), by_index);
+  scratch.resize(pairs.size());
+  std::size_t count[256];
+  std::vector<SparsePair>* from = &pairs;
+  std::vector<SparsePair>* to = &scratch;
+  for (int shift = 0; shift < 32; shift += 8) {  // 4 passes: the result ends in `pairs`
+    std::fill(std::begin(count), std::end(count), std::size_t{0});
+    for (const SparsePair& p : *from) ++count[(p.index >> shift) & 0xffu];
+    std::size_t at = 0;
+    for (std::size_t& c : count) at += std::exchange(c, at);
+    for (const SparsePair& p : *from) (*to)[count[(p.index >> shift) & 0xffu]++] = p;
+    std::swap(from, to);
+  }
 }
 
 void not_among(const SparsePair* own, std::size_t count, const std::vector<SparsePair>& survivors,

@@ -7,11 +7,18 @@
 //   sparse-allreduce W  the same sparse allreduce in the compact pair format with W values
 //                     (with --pair-wire W: fp32, bf16 or fp16), beside the 8-byte pairs' one
 // Usage: mpiexec -n P omgs-bench-sparse-allreduce [--numel N=1e7] [--density D=0.001]
-//          [--overlap F=0] [--reps R=5] [--dense] [--pair-wire W]
-// Each rank selects k = N D distinct indices (a fraction F of them the same on every rank,
-// as correlated gradients have), normal values. Forms alternate; a run's time is the slowest
-// rank's; bytes are payload per rank (the largest over ranks). Waits poll every 50 us, as
-// omgs' progress thread does.
+//          [--source S=uniform] [--overlap F=0] [--reps R=5] [--dense] [--pair-wire W]
+// Each rank selects k = N D distinct indices from source S (tests/support/sparse_sources.hpp:
+// uniform, with a fraction F of them the same on every rank as correlated gradients have;
+// zipf; clustered), a new draw every run (the warm-up run's first); or, with file:PATH, its
+// top-k of a saved real gradient (omgs-train-torch --save-gradients PATH: S ranks' gradients
+// of I iterations; N is the file's elements; rank r's run t takes saved rank r mod S's
+// iteration (t + r / S) mod I, so up to S I ranks select from different gradients). Forms
+// alternate; a run's time is the slowest rank's; bytes are payload per rank (the largest over
+// ranks); max/mean is the busiest region's received pairs against the mean over ranks (the worst
+// run's, and the warm-up run's, the first exchange of the object); rounds: the dependent rounds
+// of a measured run, on average (5, or 4 where the last exchange's histogram bin held).
+// Waits poll every 50 us, as omgs' progress thread does.
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,14 +26,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <random>
-#include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/error.hpp>
+
+#include "gradient_file.hpp"
+#include "sparse_sources.hpp"
 
 namespace {
 
@@ -36,8 +45,12 @@ using omgs::detail::SparseAllreduce;
 
 constexpr double kBoundS = 300.0;
 
+using omgs_test::SparseSource;
+
 struct Options {
   double numel = 1e7, density = 0.001, overlap = 0.0;
+  SparseSource source = SparseSource::uniform;
+  std::string file;  // --source file:PATH: saved gradients instead
   int reps = 5;
   bool dense = false;
   PairWire wire = PairWire::pairs8;  // pairs8: no compact row
@@ -47,7 +60,9 @@ struct Options {
   if (rank == 0)
     std::fprintf(stderr,
                  "omgs-bench-sparse-allreduce: %s\nusage: omgs-bench-sparse-allreduce [--numel N] "
-                 "[--density D] [--overlap F] [--reps R] [--dense] [--pair-wire fp32|bf16|fp16]\n",
+                 "[--density D] [--source uniform|zipf|clustered|file:PATH] [--overlap F] [--reps "
+                 "R] [--dense] "
+                 "[--pair-wire fp32|bf16|fp16]\n",
                  why.c_str());
   MPI_Finalize();
   std::exit(2);
@@ -70,6 +85,19 @@ Options parse(int argc, char** argv, int rank) {
       }
       continue;
     }
+    if (a == "--source") {
+      const std::string v = argv[++i];
+      if (v.rfind("file:", 0) == 0) {
+        o.file = v.substr(5);
+        continue;
+      }
+      try {
+        o.source = omgs_test::parse_sparse_source(v);
+      } catch (const std::invalid_argument& e) {
+        usage(rank, e.what());
+      }
+      continue;
+    }
     const double v = std::atof(argv[++i]);
     if (a == "--numel")
       o.numel = v;
@@ -86,20 +114,6 @@ Options parse(int argc, char** argv, int rank) {
       !(o.overlap >= 0 && o.overlap <= 1) || o.reps < 1)
     usage(rank, "--numel in [1, 2^32], --density in (0, 1], --overlap in [0, 1], --reps >= 1");
   return o;
-}
-
-/// k distinct indices below n: the first overlap * k the same on every rank.
-std::vector<SparsePair> make_pairs(std::uint64_t n, std::size_t k, double overlap, int rank) {
-  std::mt19937_64 shared(12345), own(777 + static_cast<unsigned>(rank));
-  std::uniform_int_distribution<std::uint64_t> idx(0, n - 1);
-  std::normal_distribution<float> val(0.0f, 1.0f);
-  std::set<std::uint32_t> chosen;
-  const auto common = static_cast<std::size_t>(overlap * static_cast<double>(k));
-  while (chosen.size() < common) chosen.insert(static_cast<std::uint32_t>(idx(shared)));
-  while (chosen.size() < k) chosen.insert(static_cast<std::uint32_t>(idx(own)));
-  std::vector<SparsePair> out;
-  for (std::uint32_t i : chosen) out.push_back({i, val(own)});
-  return out;
 }
 
 void wait_polling(MPI_Request* req) {
@@ -129,6 +143,9 @@ struct Row {
   std::vector<double> t;
   std::uint64_t sent = 0, received = 0;
   double bytes_per_pair = 0;  // the sparse allreduce's pairs (rank 0's)
+  // The busiest region's received pairs / the mean: the worst measured run's, the warm-up's.
+  double imbalance = 0, first_imbalance = 0;
+  std::uint64_t rounds = 0;  // the sparse allreduce's dependent rounds, summed over the runs
 
   double median() const {
     std::vector<double> s = t;
@@ -142,12 +159,25 @@ void print(const Row& r) {
   std::sort(t.begin(), t.end());
   std::printf("  %-22s %12.3f %12.3f %10.5f %10.5f %10.5f", r.name.c_str(), r.sent / 1e6,
               r.received / 1e6, t.front(), t[t.size() / 2], t.back());
-  if (r.bytes_per_pair > 0) std::printf(" %8.2f", r.bytes_per_pair);
+  if (r.bytes_per_pair > 0)
+    std::printf(" %8.2f %8.3f %8.3f %6.2f", r.bytes_per_pair, r.imbalance, r.first_imbalance,
+                static_cast<double>(r.rounds) / static_cast<double>(r.t.size()));
   std::printf("\n");
 }
 
-/// One exchange of `mine` by `ex`, the slowest rank's seconds; its bytes into `row`.
-double time_sparse(SparseAllreduce& ex, const std::vector<SparsePair>& mine, Row* row) {
+/// The busiest rank's region_pairs against the mean over ranks.
+double imbalance_of(const SparseAllreduce& ex, int ranks) {
+  const std::uint64_t mine = ex.stats().region_pairs;
+  std::uint64_t sum = 0;
+  MPI_Allreduce(&mine, &sum, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  const double mean = static_cast<double>(sum) / ranks;
+  return mean > 0 ? static_cast<double>(largest(mine)) / mean : 1.0;
+}
+
+/// One exchange of `mine` by `ex`, the slowest rank's seconds; its bytes and balance into
+/// `row` (the balance into first_imbalance for the warm-up run).
+double time_sparse(SparseAllreduce& ex, const std::vector<SparsePair>& mine, Row& row, bool warm_up,
+                   int ranks) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = MPI_Wtime();
   ex.start(mine.data(), mine.size());
@@ -156,14 +186,19 @@ double time_sparse(SparseAllreduce& ex, const std::vector<SparsePair>& mine, Row
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   const double t = slowest(MPI_Wtime() - t0);
-  if (row != nullptr) {
-    row->t.push_back(t);
-    row->sent = std::max(row->sent, largest(ex.stats().bytes_sent));
-    row->received = std::max(row->received, largest(ex.stats().bytes_received));
-    const auto& st = ex.stats();
-    if (st.pairs_sent > 0)
-      row->bytes_per_pair = static_cast<double>(st.pair_bytes_sent) / st.pairs_sent;
+  const double imbalance = imbalance_of(ex, ranks);
+  if (warm_up) {
+    row.first_imbalance = imbalance;
+    return t;
   }
+  row.t.push_back(t);
+  row.sent = std::max(row.sent, largest(ex.stats().bytes_sent));
+  row.received = std::max(row.received, largest(ex.stats().bytes_received));
+  row.imbalance = std::max(row.imbalance, imbalance);
+  row.rounds += ex.stats().rounds;
+  const auto& st = ex.stats();
+  if (st.pairs_sent > 0)
+    row.bytes_per_pair = static_cast<double>(st.pair_bytes_sent) / st.pairs_sent;
   return t;
 }
 
@@ -176,9 +211,19 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const Options o = parse(argc, argv, rank);
-  const auto n = static_cast<std::uint64_t>(o.numel);
-  const auto k = std::max<std::size_t>(1, static_cast<std::size_t>(o.numel * o.density));
-  const std::vector<SparsePair> mine = make_pairs(n, k, o.overlap, rank);
+  omgs_examples::GradientFile saved;
+  if (!o.file.empty()) {
+    try {  // every rank reads the same file, so every rank fails alike
+      saved = omgs_examples::read_gradient_file(o.file);
+    } catch (const std::runtime_error& e) {
+      usage(rank, e.what());
+    }
+  }
+  const double numel = o.file.empty() ? o.numel : static_cast<double>(saved.total());
+  const auto n = static_cast<std::uint64_t>(numel);
+  const auto k = std::max<std::size_t>(1, static_cast<std::size_t>(numel * o.density));
+  const std::string source = o.file.empty() ? omgs_test::to_string(o.source) : "file:" + o.file;
+  std::vector<SparsePair> mine;
   std::vector<SparsePair> gathered(k * static_cast<std::size_t>(size));
   MPI_Datatype pair;
   MPI_Type_contiguous(8, MPI_BYTE, &pair);
@@ -194,6 +239,15 @@ int main(int argc, char** argv) {
       cp{"sparse-allreduce " + std::string(omgs::to_string(o.wire)), {}};
   std::uint64_t survivors = 0;
   for (int r = -1; r < o.reps; ++r) {  // r = -1: warm-up
+    if (o.file.empty()) {
+      mine = omgs_test::source_pairs(o.source, n, k, rank, r + 1, o.overlap);
+    } else {
+      const auto s = static_cast<std::uint32_t>(rank) % saved.ranks;
+      const auto it =
+          (static_cast<std::uint32_t>(r + 1) + static_cast<std::uint32_t>(rank) / saved.ranks) %
+          saved.iterations;
+      mine = omgs_test::top_k_pairs(saved.record(it, s), n, k);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     MPI_Request req;
@@ -204,9 +258,9 @@ int main(int argc, char** argv) {
     // The two sparse allreduces take turns going first (the one after may find the links
     // and the peers warmer).
     const bool packed_first = compact && r % 2 != 0;
-    if (packed_first) time_sparse(*packed, mine, r < 0 ? nullptr : &cp);
-    time_sparse(sparse, mine, r < 0 ? nullptr : &sp);
-    if (compact && !packed_first) time_sparse(*packed, mine, r < 0 ? nullptr : &cp);
+    if (packed_first) time_sparse(*packed, mine, cp, r < 0, size);
+    time_sparse(sparse, mine, sp, r < 0, size);
+    if (compact && !packed_first) time_sparse(*packed, mine, cp, r < 0, size);
     double t_de = 0;
     if (o.dense) {
       MPI_Barrier(MPI_COMM_WORLD);
@@ -223,10 +277,11 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf(
         "%d ranks, one group of %llu elements, density %g: k = %zu pairs per rank, "
-        "overlap %g; %d runs (slowest rank each)\n",
-        size, static_cast<unsigned long long>(n), o.density, k, o.overlap, o.reps);
-    std::printf("  %-22s %12s %12s %10s %10s %10s %8s\n", "exchange", "sent_MB", "received_MB",
-                "min_s", "median_s", "max_s", "B/pair");
+        "source %s, overlap %g; %d runs (slowest rank each)\n",
+        size, static_cast<unsigned long long>(n), o.density, k, source.c_str(), o.overlap, o.reps);
+    std::printf("  %-22s %12s %12s %10s %10s %10s %8s %8s %8s %6s\n", "exchange", "sent_MB",
+                "received_MB", "min_s", "median_s", "max_s", "B/pair", "max/mean", "first",
+                "rounds");
     print(ag);
     print(sp);
     if (compact) print(cp);

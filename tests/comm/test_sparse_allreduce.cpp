@@ -1,9 +1,9 @@
 // The sparse allreduce (detail/sparse_allreduce.hpp) on 1..8 ranks: every rank ends with the
 // same result, equal to a reference computed from every rank's pairs on one rank with the
-// same selection; no mass is lost (survivors + every rank's dropped pairs = all pairs; over
-// many iterations of error feedback in test_sparse_allreduce_wire.cpp); regions empty on some
-// ranks, all pairs in one region, ranks with no pairs, k = 0; bad input and a rank that never
-// starts.
+// same selection, whether the fine histogram came seeded or in a round of its own; no mass
+// is lost (survivors + every rank's dropped pairs = all pairs; over many iterations of error
+// feedback in test_sparse_allreduce_wire.cpp); all pairs in a small index range, ranks with
+// no pairs, k = 0; bad input and a rank that never starts.
 #include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/detail/sparse_allreduce_steps.hpp>
 
@@ -88,35 +88,66 @@ TEST_CASE("sparse allreduce equals the reference: random pairs, several k") {
   for (std::uint64_t k : {0ull, 1ull, 50ull, 500ull, 5000ull}) {
     INFO("k " << k << ", ranks " << p);
     SparseAllreduce ex(MPI_COMM_WORLD, n, k);
-    for (int it = 0; it < 3; ++it) {  // the bounds are rebalanced after each
+    for (int it = 0; it < 3; ++it) {  // the same object again: nothing left over
       const auto mine = random_pairs(400, 0, n, 1000u * it + static_cast<unsigned>(r));
       run(ex, mine);
       check_result(ex, mine, k);
-      CHECK(ex.bounds().front() == 0);
-      CHECK(ex.bounds().back() == n);
+      CHECK(ex.bounds() == sa::even_bounds(n, p));
       CHECK(ex.stats().survivors == ex.survivors().size());
     }
   }
 }
 
-TEST_CASE("sparse allreduce: all pairs in one region, empty regions, ranks without pairs") {
-  const int r = world_rank(), p = world_size();
+TEST_CASE("sparse allreduce: all pairs in a small index range, ranks without pairs") {
+  const int r = world_rank();
   const std::uint32_t n = 1000000;
   SparseAllreduce ex(MPI_COMM_WORLD, n, 64);
-  // Every index in [0, 300): the first region holds them all, the others are empty.
+  // Every index in [0, 300), 0.03% of the group: the permuted regions each get some.
   auto mine = random_pairs(100, 0, 300, 7u + static_cast<unsigned>(r));
   run(ex, mine);
   check_result(ex, mine, 64);
-  // The next exchange's regions follow the result: balanced inside [0, 300).
-  if (p > 1) CHECK(ex.bounds()[1] < 300);
+  std::uint64_t fewest = ex.stats().region_pairs;
+  MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  CHECK(fewest > 0);
   // Odd ranks contribute nothing.
   if (r % 2 == 1) mine.clear();
   run(ex, mine);
   check_result(ex, mine, 64);
-  // Pairs far outside the new regions' dense part still land in the last region.
+  // The group's last indices.
   mine = random_pairs(50, n - 1000, n, 11u + static_cast<unsigned>(r));
   run(ex, mine);
   check_result(ex, mine, 64);
+}
+
+TEST_CASE("sparse allreduce: the last exchange's bin seeds the fine histogram, same result") {
+  const int r = world_rank(), p = world_size();
+  const std::uint32_t n = 100000;
+  const std::uint64_t k = 50;
+  SparseAllreduce ex(MPI_COMM_WORLD, n, k);
+  auto mine = random_pairs(400, 0, n, 5u + static_cast<unsigned>(r));
+  run(ex, mine);  // no seed yet: coarse, then fine, in two rounds
+  check_result(ex, mine, k);
+  CHECK(ex.stats().rounds == 5);
+  const std::vector<SparsePair> first = ex.survivors();
+  const std::uint64_t two_rounds_bytes = ex.stats().bytes_received;
+  run(ex, mine);  // the same bin: its fine histogram came with the coarse one
+  check_result(ex, mine, k);
+  CHECK(ex.stats().rounds == 4);
+  CHECK(ex.survivors().size() == first.size());
+  CHECK(std::equal(
+      first.begin(), first.end(), ex.survivors().begin(),
+      [](const auto& a, const auto& b) { return a.index == b.index && a.value == b.value; }));
+  CHECK(ex.stats().bytes_received == two_rounds_bytes);  // the same two histograms' bytes
+  for (SparsePair& q : mine) q.value *= 8.0f;            // 3 exponents up: another coarse bin
+  run(ex, mine);
+  check_result(ex, mine, k);
+  CHECK(ex.stats().rounds == 5);
+  CHECK(ex.stats().bytes_received == two_rounds_bytes + 8 * sa::hist_bins);  // the missed one
+  // Every entry survives (k above all pairs): no histogram of the picked bin is needed.
+  SparseAllreduce all(MPI_COMM_WORLD, n, 400 * static_cast<std::uint64_t>(p) + 1);
+  run(all, mine);
+  check_result(all, mine, 400 * static_cast<std::uint64_t>(p) + 1);
+  CHECK(all.stats().rounds == 4);
 }
 
 TEST_CASE("sparse allreduce: disagreement and bad input fail on every rank") {

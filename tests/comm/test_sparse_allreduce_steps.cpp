@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include <omgs/error.hpp>
@@ -28,21 +29,77 @@ TEST_CASE("even_bounds cut [0, n) into P regions that differ by at most one") {
     }
 }
 
-TEST_CASE("balanced_bounds give each region about the same number of the last result") {
-  std::vector<SparsePair> sorted;
-  for (std::uint32_t i = 0; i < 100; ++i) sorted.push_back({i, 1.0f});  // all in [0, 100)
-  const auto b = sa::balanced_bounds(sorted, 1000000, 4);
-  CHECK(b == std::vector<std::uint64_t>{0, 25, 50, 75, 1000000});
-  // Fewer entries than ranks: even bounds.
-  CHECK(sa::balanced_bounds({{5, 1.0f}}, 100, 4) == sa::even_bounds(100, 4));
-  // Into a vector that has the room: the same bounds, no reallocation.
-  std::vector<std::uint64_t> into(5, 7);
-  const std::uint64_t* before = into.data();
-  sa::balanced_bounds(sorted, 1000000, 4, into);
-  CHECK(into == b);
-  sa::balanced_bounds({{5, 1.0f}}, 100, 4, into);
-  CHECK(into == sa::even_bounds(100, 4));
-  CHECK(into.data() == before);
+TEST_CASE("IndexPermutation is a bijection of [0, n) and inverse undoes it") {
+  for (std::uint64_t n : {0ull, 1ull, 2ull, 3ull, 7ull, 1000ull, 65537ull, (1ull << 20) + 3}) {
+    INFO("n " << n);
+    const sa::IndexPermutation perm(n);
+    std::vector<bool> hit(static_cast<std::size_t>(n), false);
+    bool ok = true;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t j = perm.forward(i);
+      ok = ok && j < n && !hit[static_cast<std::size_t>(j)] && perm.inverse(j) == i;
+      if (j < n) hit[static_cast<std::size_t>(j)] = true;
+    }
+    CHECK(ok);
+    CHECK(perm.forward(n + 5) == n + 5);  // outside the group: unchanged
+    CHECK(perm.inverse(n) == n);
+  }
+  // The largest group (2^32 elements): some indices, the ends included.
+  const sa::IndexPermutation big(1ull << 32);
+  for (std::uint64_t i : {0ull, 1ull, 12345678ull, (1ull << 31), (1ull << 32) - 1}) {
+    CHECK(big.forward(i) < (1ull << 32));
+    CHECK(big.inverse(big.forward(i)) == i);
+  }
+  // Not the identity (a bijection that moved nothing would spread nothing).
+  const sa::IndexPermutation p(1000000);
+  int moved = 0;
+  for (std::uint64_t i = 0; i < 100; ++i) moved += p.forward(i) != i;
+  CHECK(moved > 90);
+}
+
+TEST_CASE("IndexPermutation spreads contiguous and strided index sets over even regions") {
+  const std::uint64_t n = 10000000;
+  const int ranks = 16;
+  const sa::IndexPermutation perm(n);
+  const auto bounds = sa::even_bounds(n, ranks);
+  // 8000 indices each: a hot range at the start (an embedding's frequent rows), one in the
+  // middle, and strides of matrix rows (64, 768, 4096) and of a Fibonacci number (1597, the
+  // golden-ratio multiplier's weak spot, which a multiplicative hash alone would not spread).
+  for (const auto& [start, stride] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
+           {0, 1}, {5000000, 1}, {3, 64}, {11, 768}, {0, 4096}, {7, 1597}}) {
+    INFO("start " << start << ", stride " << stride);
+    std::vector<int> per_region(ranks, 0);
+    for (std::uint64_t i = 0; i < 8000; ++i) {
+      const std::uint64_t j = perm.forward(start + i * stride);
+      ++per_region[static_cast<std::size_t>(std::upper_bound(bounds.begin() + 1, bounds.end(), j) -
+                                            (bounds.begin() + 1))];
+    }
+    const int busiest = *std::max_element(per_region.begin(), per_region.end());
+    CHECK(busiest <= 8000 / ranks * 12 / 10);  // within 1.2x of the mean (500)
+  }
+}
+
+TEST_CASE("sort_by_index sorts distinct indices, small and large, without reallocating") {
+  for (const std::size_t count :
+       {std::size_t{0}, std::size_t{5}, std::size_t{511}, std::size_t{512}, std::size_t{40000}}) {
+    INFO("count " << count);
+    const sa::IndexPermutation perm(1ull << 32);  // distinct indices over all 32 bits
+    std::vector<SparsePair> pairs, scratch;
+    for (std::size_t i = 0; i < count; ++i)
+      pairs.push_back({static_cast<std::uint32_t>(perm.forward(i * 7919)), float(i)});
+    std::vector<SparsePair> expect = pairs;
+    std::sort(expect.begin(), expect.end(),
+              [](const SparsePair& a, const SparsePair& b) { return a.index < b.index; });
+    scratch.reserve(count);
+    const SparsePair* before = pairs.data();
+    sa::sort_by_index(pairs, scratch);
+    CHECK(pairs.data() == before);
+    REQUIRE(pairs.size() == expect.size());
+    bool same = true;
+    for (std::size_t i = 0; i < count; ++i)
+      same = same && pairs[i].index == expect[i].index && pairs[i].value == expect[i].value;
+    CHECK(same);
+  }
 }
 
 TEST_CASE("bin_by_region groups pairs by region, stably, empty regions included") {

@@ -3,9 +3,9 @@
 // with the same survivors, equal to a reference computed from every rank's pairs rounded to
 // the wire's type, each survivor's sum rounded too; dropped() holds exactly what the
 // rounding took away (the sender's and the region owner's) and the pairs that did not
-// survive; no mass is lost over many iterations of error feedback; regions empty on some
-// ranks, ranks without pairs, k = 0; the compact format sends fewer bytes per pair; the
-// ranks disagreeing on the wire is an error on every rank.
+// survive; no mass is lost over many iterations of error feedback; all pairs in a small
+// index range, ranks without pairs, k = 0; the compact format sends fewer bytes per pair; the
+// ranks disagreeing on the wire and a pair outside the group are errors on every rank.
 #include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/detail/sparse_allreduce_steps.hpp>
 
@@ -64,9 +64,11 @@ Reference reference_of(const std::vector<SparsePair>& mine, PairWire wire,
       ref.dropped[p.index] = p.value - round_to_wire(wire, p.value);
   }
   const auto me = static_cast<std::size_t>(world_rank());
+  const sa::IndexPermutation perm(bounds.back());  // the regions cut the permuted indices
   for (const auto& [i, sent] : ref.survivors) {
     const float sum = sum_of[i];
-    if (!compact || i < bounds[me] || i >= bounds[me + 1] || sum == sent) continue;
+    const std::uint64_t j = perm.forward(i);
+    if (!compact || j < bounds[me] || j >= bounds[me + 1] || sum == sent) continue;
     ref.dropped[i] += sum - sent;  // this rank owned the region: the sum's rounding error
     if (ref.dropped[i] == 0.0f) ref.dropped.erase(i);
   }
@@ -151,7 +153,7 @@ TEST_CASE("the sparse allreduce with every pair wire equals the reference with i
     for (std::uint64_t k : {0ull, 1ull, 50ull, 500ull, 5000ull}) {
       INFO(omgs::to_string(wire) << ", k " << k << ", ranks " << p);
       SparseAllreduce ex(MPI_COMM_WORLD, n, k, wire);
-      for (int it = 0; it < 3; ++it) {  // the bounds are rebalanced after each
+      for (int it = 0; it < 3; ++it) {  // the same object again: nothing left over
         auto mine = omgs_test::random_pairs(400, 0, n, 1000u * it + static_cast<unsigned>(r));
         if (it == 1) mine[0].value = 3e38f;  // fp16 saturates: the rest stays back
         check_against_reference(ex, mine, wire);
@@ -159,18 +161,18 @@ TEST_CASE("the sparse allreduce with every pair wire equals the reference with i
     }
 }
 
-TEST_CASE("the compact sparse allreduce: one region holds every pair, ranks without pairs") {
+TEST_CASE("the compact sparse allreduce: a small index range, ranks without pairs") {
   const int r = world_rank(), p = world_size();
   const std::uint32_t n = 1000000;
   for (const PairWire wire : all_wires) {
     INFO(omgs::to_string(wire) << ", ranks " << p);
     SparseAllreduce ex(MPI_COMM_WORLD, n, 64, wire);
     auto mine = omgs_test::random_pairs(100, 0, 300, 7u + static_cast<unsigned>(r));
-    check_against_reference(ex, mine, wire);  // the other regions are empty
+    check_against_reference(ex, mine, wire);  // 300 indices: each region has a few
     if (r % 2 == 1) mine.clear();             // odd ranks send nothing
     check_against_reference(ex, mine, wire);
     mine = omgs_test::random_pairs(50, n - 1000, n, 11u + static_cast<unsigned>(r));
-    check_against_reference(ex, mine, wire);           // far outside the regions' dense part
+    check_against_reference(ex, mine, wire);           // the group's last indices
     SparseAllreduce none(MPI_COMM_WORLD, n, 0, wire);  // k = 0: nothing survives
     check_against_reference(none, mine, wire);
     CHECK(none.survivors().empty());
@@ -238,6 +240,26 @@ TEST_CASE("the compact sparse allreduce sends fewer bytes per pair") {
     if (wire == PairWire::pairs8) CHECK(per_pair == 8.0);
     if (wire == PairWire::fp32) CHECK(per_pair < 6.5);
     if (wire == PairWire::bf16 || wire == PairWire::fp16) CHECK(per_pair < 4.5);
+  }
+}
+
+TEST_CASE("a pair outside the group fails every rank with every wire, then works again") {
+  const int r = world_rank(), p = world_size();
+  const std::uint32_t n = 1000;
+  for (const PairWire wire : all_wires) {
+    INFO(omgs::to_string(wire) << ", ranks " << p);
+    SparseAllreduce ex(MPI_COMM_WORLD, n, 5, wire);
+    // Every rank sends pairs to every region; the last rank's input is bad.
+    auto mine = omgs_test::random_pairs(200, 0, n, 9u + static_cast<unsigned>(r));
+    if (r == p - 1) mine.push_back({n + 3, 1.0f});
+    ex.start(mine.data(), mine.size());
+    if (r == p - 1)
+      CHECK_THROWS_WITH(ex.wait(60.0), Catch::Contains("has index 1003"));
+    else
+      CHECK_THROWS_WITH(ex.wait(60.0), Catch::Contains("rank " + std::to_string(p - 1) +
+                                                       " passed a pair outside the group"));
+    if (r == p - 1) mine.pop_back();
+    check_against_reference(ex, mine, wire);  // nothing of the failed exchange is left over
   }
 }
 

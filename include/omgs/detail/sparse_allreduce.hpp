@@ -2,15 +2,23 @@
 // (Li and Hoefler, PPoPP 2022), whose volume per rank stays near O(k) where an allgather of
 // every rank's k pairs receives (P - 1) k:
 //
-//   1. split and reduce: the group's index range is cut into P regions, one per rank (even
-//      at first, then balanced by the last result's indices); each rank sends the pairs it
-//      selected in region j to rank j (counts by MPI_Ialltoall, pairs point to point, each
-//      rank starting at its right-hand neighbour so that no rank is hit by all at once), and
-//      each rank sums what it receives for its region;
-//   2. global selection: two small histogram allreduces find the magnitude above which
-//      about k of all reduced entries lie (exact to 2^-11 of the k-th magnitude);
+//   1. split and reduce: the group's indices, permuted by a fixed pseudo-random bijection
+//      (sparse_allreduce::IndexPermutation, as Zen hashes them), are cut into P even
+//      regions, one per rank: the few hot index ranges real gradients have (an embedding's
+//      frequent rows, an output layer) spread over every region instead of loading one rank;
+//      each rank sends the pairs it selected in region j to rank j, point to point, one
+//      message to every peer (empty where it has none; each rank starting at its right-hand
+//      neighbour so that no rank is hit by all at once); the receiver probes each peer's
+//      message for its size (MPI_Improbe, then MPI_Imrecv), so the counts take no round of
+//      their own; and each rank sums what it receives for its region;
+//   2. global selection: small histogram allreduces find the magnitude above which about k
+//      of all reduced entries lie (exact to 2^-11 of the k-th magnitude): a coarse one
+//      finds the bin of the k-th largest and a fine one that bin's entries; the fine
+//      histogram of the bin the last exchange picked travels with the coarse one, so where
+//      the k-th largest stayed in that bin (a threshold that drifts slowly, as training's
+//      does) one round does, and a second (the fine histogram of the new bin) otherwise;
 //   3. the survivors of every region are allgathered (MPI_Iallgather of the counts, then
-//      MPI_Iallgatherv), so every rank holds the same sums.
+//      MPI_Iallgatherv) and mapped back to their indices, so every rank holds the same sums.
 //
 // The result is the global top-k of the summed pairs, not the sum of every rank's top-k: a
 // rank's pair whose index did not survive is returned by dropped(), for its residual, so no
@@ -40,15 +48,21 @@ class OMGS_EXPORT SparseAllreduce {
  public:
   /// Bytes this rank sent and received in the last exchange (payload only: pairs, counts,
   /// histograms), and how many entries survived in all; the pairs this rank sent (to the
-  /// regions' owners, and its region's survivors, counted once) and their bytes.
+  /// regions' owners, and its region's survivors, counted once) and their bytes; the pairs
+  /// every rank (this one included) selected in this rank's region, which it received and
+  /// reduced (the busiest rank's against the mean over ranks says how balanced the regions are).
   struct Stats {
     std::uint64_t bytes_sent = 0, bytes_received = 0;
     std::uint64_t survivors = 0;
     std::uint64_t pairs_sent = 0, pair_bytes_sent = 0;
+    std::uint64_t region_pairs = 0;
+    /// Dependent rounds (collectives or point-to-point steps, each waiting for the last): 5,
+    /// or 4 where the seeded fine histogram held the threshold (or every entry survives).
+    std::uint32_t rounds = 0;
   };
   enum class Phase : std::uint8_t {
     idle,
-    counts,
+    counts,  // step 1's pairs sent; every peer's message probed for its size
     pairs,
     coarse,
     fine,
@@ -87,7 +101,8 @@ class OMGS_EXPORT SparseAllreduce {
   /// rank's region, sum - sent (bf16 / fp16); entries that would be 0 are left out. Every
   /// rank's dropped() and the survivors together hold exactly the pairs' mass.
   const std::vector<SparsePair>& dropped() const noexcept;
-  /// The regions the next exchange uses: region r is [bounds[r], bounds[r + 1]).
+  /// The regions: region r holds the indices i with bounds[r] <= IndexPermutation(n)
+  /// .forward(i) < bounds[r + 1] (even bounds, the same for every exchange).
   const std::vector<std::uint64_t>& bounds() const noexcept;
   const Stats& stats() const noexcept;
   Phase phase() const noexcept;

@@ -1,6 +1,7 @@
 // The host-side steps of the sparse allreduce (detail/sparse_allreduce.hpp), without MPI:
-// the regions of a group's index range, the reduction of the pairs a region's owner receives,
-// the global magnitude threshold from two histograms, and the pairs a rank must take back.
+// the regions of a group's (permuted) index range, the reduction of the pairs a region's owner
+// receives, the global magnitude threshold from two histograms, and the pairs a rank must take
+// back.
 //
 // The threshold keeps about k entries of all ranks' reduced regions together: a coarse
 // histogram of |value| (agreed over ranks by an allreduce) finds the bin that holds the k-th
@@ -34,14 +35,27 @@ inline std::uint32_t magnitude_key(float v) noexcept {
 /// Region r of [0, n) is [bounds[r], bounds[r + 1]); P + 1 bounds cutting it evenly.
 OMGS_EXPORT std::vector<std::uint64_t> even_bounds(std::uint64_t n, int ranks);
 
-/// Bounds giving each region about the same number of `sorted` (ascending indices < n): the
-/// indices every rank received as the last exchange's result, so every rank computes the
-/// same bounds. Fewer than `ranks` entries: even bounds.
-OMGS_EXPORT std::vector<std::uint64_t> balanced_bounds(const std::vector<SparsePair>& sorted,
-                                                       std::uint64_t n, int ranks);
-/// The same into `out` (no allocation once it has P + 1 entries' room).
-OMGS_EXPORT void balanced_bounds(const std::vector<SparsePair>& sorted, std::uint64_t n, int ranks,
-                                 std::vector<std::uint64_t>& out);
+/// A fixed pseudo-random permutation of [0, n), the same on every rank: the regions cut the
+/// permuted indices, so that a few hot index ranges (an embedding's frequent rows, an output
+/// layer) spread over every region instead of loading the one rank that owns them. A bijective
+/// mix of the index's bits over the next power of two >= n (xor-shifts and multiplications by
+/// odd constants), walked along its cycle until it falls below n (fewer than 2 steps on
+/// average: the power of two is < 2 n).
+class OMGS_EXPORT IndexPermutation {
+ public:
+  explicit IndexPermutation(std::uint64_t n) noexcept;
+  /// The permuted index of i < n; i >= n is returned unchanged (so that a bad index is still
+  /// reported as the caller passed it).
+  std::uint64_t forward(std::uint64_t i) const noexcept;
+  /// The index whose permuted index is j < n (j >= n: unchanged).
+  std::uint64_t inverse(std::uint64_t j) const noexcept;
+
+ private:
+  std::uint64_t mix(std::uint64_t x) const noexcept;
+  std::uint64_t unmix(std::uint64_t x) const noexcept;
+  std::uint64_t n_ = 0, mask_ = 0;
+  int bits_ = 0, shift_ = 1;
+};
 
 /// This rank's pairs grouped by region (stable), counts[r] of them for region r. Throws
 /// omgs::Error naming the pair whose index is not below bounds.back().
@@ -84,6 +98,10 @@ OMGS_EXPORT std::uint32_t threshold_key(const CoarsePick& pick,
 /// The entries of `reduced` whose magnitude key is >= threshold, in order.
 OMGS_EXPORT void select_at_or_above(const std::vector<SparsePair>& reduced, std::uint32_t threshold,
                                     std::vector<SparsePair>& out);
+
+/// Sorts `pairs` by index (distinct indices: a 4-pass LSD radix sort, O(n), for the survivors
+/// mapped back from permuted indices), `scratch` its buffer (no allocation once it has the room).
+OMGS_EXPORT void sort_by_index(std::vector<SparsePair>& pairs, std::vector<SparsePair>& scratch);
 
 /// This rank's own pairs whose index is not among `survivors` (sorted by index): the
 /// selection dropped them, and their values go back into this rank's residual.
