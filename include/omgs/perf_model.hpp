@@ -193,6 +193,8 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   bool knows_sparse_allreduce(int workers) const override;
   double sparse_allreduce_s(std::uint64_t numel, int workers, double density) const override;
 
+  /// The lines as given (JSON, the constructors, with_line) by collective name.
+  const std::map<std::string, CollectiveCosts, std::less<>>& lines() const { return lines_; }
   /// The line of the collective `name` as given (JSON, the constructors, with_line), nullptr
   /// if the model has none (the sparse allreduce's derived formula is not a given line).
   const CollectiveCosts* line(std::string_view name) const;
