@@ -55,12 +55,15 @@ CollectiveFormula read_formula(const JsonValue& f, const std::string& where) {
 
 namespace {
 // The bytes of the built-in lines (docs/planner.md): the allgather's P * k * pair_bytes
-// received bytes (its formula: the (P - 1) * k * pair_bytes from the other ranks), the
+// received bytes (the table's: P * k * 8 scaled by pair_bytes / 8; its formula's: the
+// (P - 1) * k * pair_bytes from the other ranks), the
 // allreduce's element_bytes * n gradient bytes (its formula: ring / Rabenseifner's
 // 2 (P - 1) / P of them), the sparse allreduce's wire bytes (table and formula alike).
-double allgather_table_bytes(std::uint64_t numel, int workers, double density,
-                             const LineFormat& f) {
-  return AlphaBetaModel::bytes_received(numel, workers, density) * (f.pair_bytes / 8.0);
+double allgather_table_bytes(std::uint64_t numel, int workers, double density, const LineFormat&) {
+  return AlphaBetaModel::bytes_received(numel, workers, density);
+}
+double allgather_table_scale(const LineFormat& f) {
+  return f.pair_bytes / 8.0;
 }
 double allgather_formula_bytes(std::uint64_t numel, int workers, double density,
                                const LineFormat& f) {
@@ -91,14 +94,15 @@ struct Registry {
   std::deque<LineKind> kinds;
   Registry() {
     kinds.push_back({"allgather", allgather_table_bytes, allgather_formula_bytes, "allgather",
-                     give("allgather")});
+                     give("allgather"), allgather_table_scale});
     kinds.push_back({"allreduce", allreduce_table_bytes, allreduce_formula_bytes, "dense allreduce",
-                     "give an \"allreduce\" table or \"allreduce_formula\""});
+                     "give an \"allreduce\" table or \"allreduce_formula\"", nullptr});
     kinds.push_back({"sparse_allreduce", sparse_allreduce_bytes, sparse_allreduce_bytes,
                      "sparse allreduce",
                      give("sparse_allreduce") +
                          ", or both \"allgather_formula\" and \"allreduce_formula\" to derive "
-                         "it from"});
+                         "it from",
+                     nullptr});
   }
 };
 
@@ -141,7 +145,7 @@ void register_line_bytes(std::string name, LineBytesFn table_bytes, LineBytesFn 
   }
   std::string words = name;
   std::replace(words.begin(), words.end(), '_', ' ');
-  r.kinds.push_back({name, table_bytes, formula_bytes, words, give(name)});
+  r.kinds.push_back({name, table_bytes, formula_bytes, words, give(name), nullptr});
 }
 
 const LineKind* find_line_kind(std::string_view name) {
@@ -168,9 +172,12 @@ std::optional<double> collective_time(const CollectiveCosts& costs, const LineKi
                                       const LineFormat& format) {
   if (numel == 0) return 0.0;
   auto it = costs.table.find(workers);
-  if (it != costs.table.end())
-    return it->second.alpha_s +
-           it->second.beta_s_per_byte * kind.table_bytes(numel, workers, density, format);
+  if (it != costs.table.end()) {
+    double beta_term =
+        it->second.beta_s_per_byte * kind.table_bytes(numel, workers, density, format);
+    if (kind.table_scale != nullptr) beta_term = beta_term * kind.table_scale(format);
+    return it->second.alpha_s + beta_term;
+  }
   if (!costs.has_formula) return std::nullopt;
   const CollectiveFormula& f = costs.formula;
   const double p = static_cast<double>(workers);

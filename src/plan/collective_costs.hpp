@@ -37,6 +37,10 @@ struct LineKind {
   LineBytesFn formula_bytes = nullptr;
   std::string words;  ///< "dense allreduce": what the collective is called in messages
   std::string hint;   ///< how a model gets the line, for the message of a missing one
+  /// The allgather's only: its table's bytes are the 8-byte pairs' and the table's beta
+  /// term is scaled by the format's pair_bytes / 8 (the order of the products the plans
+  /// have always been computed with); nullptr: no scale.
+  double (*table_scale)(const LineFormat& format) = nullptr;
 };
 
 /// Adds a collective that models may have a line for, after the built-in allgather,
