@@ -132,6 +132,9 @@ TEST_CASE("model lines: every line round-trips through JSON, the examples unchan
   const omgs::AlphaBetaModel m = all_lines().with_sparse_allreduce(sar);
   const omgs::AlphaBetaModel back = omgs::AlphaBetaModel::from_json(m.to_json());
   CHECK(back.to_json() == m.to_json());
+  REQUIRE(back.lines().size() == 3);
+  CHECK(back.lines().begin()->first == "allgather");          // by name
+  CHECK(all_lines().lines().count("sparse_allreduce") == 0);  // derived, not given
   for (const char* name : {"allgather", "allreduce", "sparse_allreduce"}) {
     INFO(name);
     REQUIRE(back.line(name) != nullptr);
