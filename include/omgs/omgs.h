@@ -221,6 +221,23 @@ OMGS_EXPORT int omgs_last_refit(const omgs_runtime* rt, omgs_refit_report* repor
  * reference model (nothing to save) or a file that cannot be written. Not collective. */
 OMGS_EXPORT int omgs_save_perf_model(const omgs_runtime* rt, const char* path);
 
+/* The model in force's line of one collective by name ("allgather", "allreduce": the dense
+ * allreduce, "sparse_allreduce") at this run's number of ranks P: *alpha_s and
+ * *beta_s_per_byte of its table entry for P (calibration and the closed loop's refit give
+ * one for each collective they time or fit; docs/planner.md says which bytes beta
+ * multiplies). OMGS_ERROR_SETUP (omgs_last_error(rt) says why) for a model of another
+ * family (the reference model), a collective the model has no line for, or a line without
+ * an entry for P (a formula of P: omgs_model_collective_s predicts with it). The same on
+ * every rank. Not collective. */
+OMGS_EXPORT int omgs_model_line(const omgs_runtime* rt, const char* collective, double* alpha_s,
+                                double* beta_s_per_byte);
+/* The model in force's predicted seconds of one collective by name (as omgs_model_line
+ * names them) for a group of numel elements among this run's ranks at the density in force
+ * (the dense allreduce ignores it), whatever the model's family. OMGS_ERROR_SETUP where the
+ * model does not know that collective at this P. Not collective. */
+OMGS_EXPORT int omgs_model_collective_s(const omgs_runtime* rt, const char* collective,
+                                        uint64_t numel, double* seconds);
+
 /* Writes the Chrome trace (path NULL: options.trace_path) or the SVG Gantt chart. */
 OMGS_EXPORT int omgs_write_trace(const omgs_runtime* rt, const char* path);
 OMGS_EXPORT int omgs_write_svg(const omgs_runtime* rt, const char* path);

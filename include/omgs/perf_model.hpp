@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +16,9 @@
 namespace omgs {
 
 class AlphaBetaModel;
+namespace detail {
+struct LineKind;  // a registered collective (src/plan/collective_costs.hpp)
+}
 
 /// Predicts the two costs MGS trades off. numel is a (merged) group's element count.
 class OMGS_EXPORT PerfModel {
@@ -28,6 +32,18 @@ class OMGS_EXPORT PerfModel {
   virtual void check_workers(int workers) const = 0;
   /// One line describing the model (shown by omgs-plan and the runtime's report).
   virtual std::string describe() const = 0;
+  /// Whether the model predicts the collective `name` among `workers` ranks: "allgather",
+  /// "allreduce" (the dense allreduce), "sparse_allreduce" (Collective::sparse_allreduce),
+  /// or another name registered with detail::register_line_bytes. The default answers for
+  /// the three built-in names through the virtuals below (the allgather: where
+  /// check_workers accepts P) and false for any other name.
+  virtual bool knows_collective(std::string_view name, int workers) const;
+  /// Seconds of the collective `name` for a group of numel elements, k = density * numel
+  /// selected per rank (the dense allreduce ignores density), among `workers` ranks. Throws
+  /// omgs::Error naming the model, the collective and P where it does not know it. The
+  /// default calls the virtual below of the three built-in names.
+  virtual double collective_s(std::string_view name, std::uint64_t numel, int workers,
+                              double density) const;
   /// Whether the model predicts a dense allreduce among `workers` ranks. Models that do not
   /// (the default) never get dense groups from the planners: all-sparse plans, as before.
   virtual bool knows_allreduce(int /*workers*/) const { return false; }
@@ -58,6 +74,8 @@ class OMGS_EXPORT ReferenceModel final : public PerfModel {
   double allgather_s(std::uint64_t numel, int workers, double density) const override;
   void check_workers(int workers) const override;
   std::string describe() const override;
+  /// The allgather at P in {2, 4, 8, 16}; no other collective.
+  bool knows_collective(std::string_view name, int workers) const override;
 };
 
 /// How an AlphaBetaModel's top-k time grows with n.
@@ -102,9 +120,10 @@ struct CollectiveFormula {
   double beta_s_per_byte = 0.0;
 };
 
-/// One collective's costs: a per-P alpha-beta table (exact P only) and an optional formula
-/// for every other P. Table bytes: the allgather's P * k * 8 received bytes, the allreduce's
-/// 4 * n gradient bytes, the sparse allreduce's wire bytes (sparse_allreduce_bytes).
+/// One collective's costs (its line): a per-P alpha-beta table (exact P only) and an
+/// optional formula for every other P. Table bytes: the allgather's P * k * 8 received
+/// bytes, the allreduce's 4 * n gradient bytes, the sparse allreduce's wire bytes
+/// (sparse_allreduce_bytes); a registered collective's are its own.
 struct CollectiveCosts {
   std::map<int, AlphaBeta> table;
   bool has_formula = false;
@@ -113,15 +132,21 @@ struct CollectiveCosts {
   bool knows(int workers) const {
     return workers >= 1 && (has_formula || table.count(workers) != 0);
   }
+  /// No table entry and no formula.
+  bool empty() const { return table.empty() && !has_formula; }
 };
 
-/// A calibratable model: top-k time c0 + c1 * f(n) and allgather time alpha + beta * bytes,
-/// optionally the dense allreduce and the sparse allreduce (tables and formulas of P),
-/// where bytes = P * k * 8 is what each rank really receives (k (uint32 index, float value)
-/// pairs from each of P ranks). Saved and loaded as a small JSON document:
+/// A calibratable model: top-k time c0 + c1 * f(n) and one line (CollectiveCosts) per
+/// collective by name: the allgather's always, alpha + beta * bytes, where bytes = P * k * 8
+/// is what each rank really receives (k (uint32 index, float value) pairs from each of P
+/// ranks), optionally the dense allreduce's ("allreduce"), the sparse allreduce's
+/// ("sparse_allreduce") and those of collectives registered with detail::register_line_bytes.
+/// Saved and loaded as a small JSON document:
 ///   {"type": "alpha_beta",
 ///    "topk": {"form": "linear" | "nlogn", "c0_s": 0.0, "c1_s": 1e-9},
 ///    "allgather": [{"workers": 4, "alpha_s": 1e-5, "beta_s_per_byte": 1e-10}, ...]}
+/// with the optional members "<name>" (a table, like "allgather") and "<name>_formula" of
+/// each other line (docs/planner.md).
 class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
  public:
   AlphaBetaModel(TopkForm form, double c0_s, double c1_s, std::map<int, AlphaBeta> allgather);
@@ -149,16 +174,34 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
                                        double pair_bytes = 8.0);
 
   double topk_s(std::uint64_t numel) const override;
-  double allgather_s(std::uint64_t numel, int workers, double density) const override;
   void check_workers(int workers) const override;
   std::string describe() const override;
-  bool knows_allreduce(int workers) const override { return allreduce_.knows(workers); }
-  double allreduce_s(std::uint64_t numel, int workers) const override;
   const AlphaBetaModel* as_alpha_beta() const noexcept override { return this; }
-  /// Known where the given costs ("sparse_allreduce" table or "sparse_allreduce_formula")
-  /// know P, else where the derived formula exists (sparse_allreduce_effective_costs).
+  /// Where the line of that name (the one it is predicted with: for the sparse allreduce
+  /// completed by the derived formula, sparse_allreduce_effective_costs) knows P.
+  bool knows_collective(std::string_view name, int workers) const override;
+  /// The line's table entry for P, else its formula; 0 for numel == 0 for a registered
+  /// name. Throws omgs::Error naming the model, the collective and P where the line does
+  /// not know P, or the name is not a registered collective.
+  double collective_s(std::string_view name, std::uint64_t numel, int workers,
+                      double density) const override;
+  /// The virtuals of the built-in collectives: collective_s and knows_collective of
+  /// "allgather", "allreduce" and "sparse_allreduce".
+  double allgather_s(std::uint64_t numel, int workers, double density) const override;
+  bool knows_allreduce(int workers) const override;
+  double allreduce_s(std::uint64_t numel, int workers) const override;
   bool knows_sparse_allreduce(int workers) const override;
   double sparse_allreduce_s(std::uint64_t numel, int workers, double density) const override;
+
+  /// The lines as given (JSON, the constructors, with_line) by collective name.
+  const std::map<std::string, CollectiveCosts, std::less<>>& lines() const { return lines_; }
+  /// The line of the collective `name` as given (JSON, the constructors, with_line), nullptr
+  /// if the model has none (the sparse allreduce's derived formula is not a given line).
+  const CollectiveCosts* line(std::string_view name) const;
+  /// This model with the line of the collective `name` replaced by `costs` (empty costs:
+  /// removed, but for the allgather's, which a model must have). Throws omgs::Error for a
+  /// name not registered (detail::register_line_bytes) or costs its JSON would refuse.
+  AlphaBetaModel with_line(std::string name, CollectiveCosts costs) const;
 
   /// This model with another top-k cost (same collectives).
   AlphaBetaModel with_topk(const TopkCost& topk) const;
@@ -168,15 +211,14 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   AlphaBetaModel with_allreduce_element_bytes(double bytes) const;
   double allreduce_element_bytes() const { return allreduce_element_bytes_; }
 
-  /// This model with the sparse allreduce's costs given (a calibrated table entry, a
-  /// formula), as the JSON members "sparse_allreduce" and "sparse_allreduce_formula" give
-  /// them. Throws omgs::Error on a negative or non-finite coefficient.
+  /// with_line("sparse_allreduce", costs): the JSON members "sparse_allreduce" and
+  /// "sparse_allreduce_formula". Throws omgs::Error on a negative or non-finite coefficient.
   AlphaBetaModel with_sparse_allreduce(CollectiveCosts costs) const;
 
-  const CollectiveCosts& allgather_costs() const { return allgather_costs_; }
-  const CollectiveCosts& allreduce_costs() const { return allreduce_; }
-  /// The sparse allreduce's costs as given (empty unless given: JSON or with_sparse_allreduce).
-  const CollectiveCosts& sparse_allreduce_costs() const { return sparse_allreduce_; }
+  /// The given lines of the built-in collectives (empty costs where there is none).
+  const CollectiveCosts& allgather_costs() const;
+  const CollectiveCosts& allreduce_costs() const;
+  const CollectiveCosts& sparse_allreduce_costs() const;
   /// The costs it is predicted with: the given ones, completed (when they have no formula)
   /// by the formula derived from the allgather and allreduce formulas when both exist
   /// (docs/planner.md, "The third exchange"):
@@ -186,26 +228,13 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   ///   beta          = max(allgather.beta, allreduce.beta)
   /// (two histogram allreduces, the counts' and the survivors' allgathers; the counts'
   /// alltoall and the pairs' exchange with each of the P - 1 peers, one step latency each).
-  const CollectiveCosts& sparse_allreduce_effective_costs() const { return sparse_effective_; }
+  const CollectiveCosts& sparse_allreduce_effective_costs() const;
 
   TopkForm topk_form() const { return form_; }
   double topk_c0_s() const { return c0_s_; }
   double topk_c1_s() const { return c1_s_; }
-  const std::map<int, AlphaBeta>& allgather_table() const { return allgather_; }
+  const std::map<int, AlphaBeta>& allgather_table() const { return allgather_costs().table; }
 
- private:
-  TopkForm form_;
-  double c0_s_;
-  double c1_s_;
-  std::map<int, AlphaBeta> allgather_;  // = allgather_costs_.table
-  CollectiveCosts allgather_costs_;
-  CollectiveCosts allreduce_;
-  CollectiveCosts sparse_allreduce_;
-  CollectiveCosts sparse_effective_;  // sparse_allreduce_ completed by the derived formula
-  double allreduce_element_bytes_ = 4.0;
-  void derive_sparse_allreduce();
-
- public:
   /// This model with the sparse exchanges (allgather and sparse allreduce) moving `bytes` per
   /// pair instead of 8 (the compact pair format's, RuntimeOptions::pair_wire; the fitted
   /// beta stays per byte). Not saved in the JSON. Throws unless 0 < bytes <= 64.
@@ -213,7 +242,27 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   double pair_bytes() const noexcept { return pair_bytes_; }
 
  private:
+  /// A line as predicted: its costs and the registered collective (its bytes).
+  struct Line {
+    CollectiveCosts costs;
+    const detail::LineKind* kind = nullptr;
+  };
+  using Lines = std::map<std::string, CollectiveCosts, std::less<>>;
+
+  TopkForm form_;
+  double c0_s_;
+  double c1_s_;
+  Lines lines_;                                         // as given, never an empty one
+  std::map<std::string, Line, std::less<>> effective_;  // lines_, completed by derivation
+  double allreduce_element_bytes_ = 4.0;
   double pair_bytes_ = 8.0;
+
+  /// Throws unless the lines are valid (the allgather's present, coefficients checked),
+  /// then derives effective_.
+  void check_and_derive();
+  /// effective_ from lines_: the sparse allreduce's completed by the derived formula.
+  void derive();
+  [[noreturn]] void throw_unknown(std::string_view name, int workers) const;
 };
 
 /// "reference" gives a ReferenceModel; anything else is read as an AlphaBetaModel JSON file.

@@ -282,6 +282,46 @@ int omgs_save_perf_model(const omgs_runtime* rt, const char* path) {
   });
 }
 
+int omgs_model_line(const omgs_runtime* rt, const char* collective, double* alpha_s,
+                    double* beta_s_per_byte) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_model_line: rt is NULL");
+  auto* m = const_cast<omgs_runtime*>(rt);
+  if (collective == nullptr || alpha_s == nullptr || beta_s_per_byte == nullptr)
+    return invalid(m, "omgs_model_line: collective, alpha_s and beta_s_per_byte must not be NULL");
+  return guarded(m, [&] {
+    const omgs::PerfModel& model = m->rt->perf_model();
+    const omgs::AlphaBetaModel* ab = model.as_alpha_beta();
+    const int p = m->rt->size();
+    if (ab == nullptr)
+      throw omgs::Error("omgs_model_line: the model in force is not an alpha-beta model (" +
+                        model.describe() + "): it has no lines");
+    const omgs::CollectiveCosts* line = ab->line(collective);
+    if (line == nullptr)
+      throw omgs::Error(std::string("omgs_model_line: the model in force has no line for \"") +
+                        collective + "\"");
+    const auto it = line->table.find(p);
+    if (it == line->table.end())
+      throw omgs::Error(std::string("omgs_model_line: the model's \"") + collective +
+                        "\" line has no entry for P = " + std::to_string(p) +
+                        " (a formula of P: see omgs_model_collective_s)");
+    *alpha_s = it->second.alpha_s;
+    *beta_s_per_byte = it->second.beta_s_per_byte;
+    return OMGS_OK;
+  });
+}
+
+int omgs_model_collective_s(const omgs_runtime* rt, const char* collective, uint64_t numel,
+                            double* seconds) {
+  if (rt == nullptr) return invalid(nullptr, "omgs_model_collective_s: rt is NULL");
+  auto* m = const_cast<omgs_runtime*>(rt);
+  if (collective == nullptr || seconds == nullptr)
+    return invalid(m, "omgs_model_collective_s: collective and seconds must not be NULL");
+  return guarded(m, [&] {
+    *seconds = m->rt->perf_model().collective_s(collective, numel, m->rt->size(), m->rt->density());
+    return OMGS_OK;
+  });
+}
+
 int omgs_write_trace(const omgs_runtime* rt, const char* path) {
   if (rt == nullptr) return invalid(nullptr, "omgs_write_trace: rt is NULL");
   auto* m = const_cast<omgs_runtime*>(rt);

@@ -1,7 +1,11 @@
-// Per-P tables and formulas of P for the collectives of an AlphaBetaModel.
+// The lines of an AlphaBetaModel by collective name: the registry of the bytes each line's
+// beta multiplies, per-P tables and formulas of P, their checks and JSON form.
 #include "collective_costs.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <deque>
+#include <mutex>
 #include <sstream>
 
 namespace omgs::detail {
@@ -49,55 +53,140 @@ CollectiveFormula read_formula(const JsonValue& f, const std::string& where) {
 }
 }  // namespace
 
-const char* collective_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::allgather:
-      return "allgather";
-    case CollectiveKind::allreduce:
-      return "allreduce";
-    case CollectiveKind::sparse_allreduce:
-      return "sparse_allreduce";
-  }
-  return "?";
+namespace {
+// The bytes of the built-in lines (docs/planner.md): the allgather's P * k * pair_bytes
+// received bytes (the table's: P * k * 8 scaled by pair_bytes / 8; its formula's: the
+// (P - 1) * k * pair_bytes from the other ranks), the
+// allreduce's element_bytes * n gradient bytes (its formula: ring / Rabenseifner's
+// 2 (P - 1) / P of them), the sparse allreduce's wire bytes (table and formula alike).
+double allgather_table_bytes(std::uint64_t numel, int workers, double density, const LineFormat&) {
+  return AlphaBetaModel::bytes_received(numel, workers, density);
 }
-
-double table_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
-                   double element_bytes, double pair_bytes) {
-  if (kind == CollectiveKind::allgather)
-    return AlphaBetaModel::bytes_received(numel, workers, density) * (pair_bytes / 8.0);
-  if (kind == CollectiveKind::sparse_allreduce)
-    return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density, pair_bytes);
-  return element_bytes * static_cast<double>(numel);
+double allgather_table_scale(const LineFormat& f) {
+  return f.pair_bytes / 8.0;
 }
-
-double wire_bytes(CollectiveKind kind, std::uint64_t numel, int workers, double density,
-                  double element_bytes, double pair_bytes) {
+double allgather_formula_bytes(std::uint64_t numel, int workers, double density,
+                               const LineFormat& f) {
   const double others = static_cast<double>(workers) - 1.0;
-  if (kind == CollectiveKind::allgather)
-    return others * static_cast<double>(selected_count(numel, density)) * pair_bytes;
-  if (kind == CollectiveKind::sparse_allreduce)
-    return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density, pair_bytes);
-  return 2.0 * others / static_cast<double>(workers) * element_bytes * static_cast<double>(numel);
+  return others * static_cast<double>(selected_count(numel, density)) * f.pair_bytes;
+}
+double allreduce_table_bytes(std::uint64_t numel, int, double, const LineFormat& f) {
+  return f.element_bytes * static_cast<double>(numel);
+}
+double allreduce_formula_bytes(std::uint64_t numel, int workers, double, const LineFormat& f) {
+  const double others = static_cast<double>(workers) - 1.0;
+  return 2.0 * others / static_cast<double>(workers) * f.element_bytes * static_cast<double>(numel);
+}
+double sparse_allreduce_bytes(std::uint64_t numel, int workers, double density,
+                              const LineFormat& f) {
+  return AlphaBetaModel::sparse_allreduce_bytes(numel, workers, density, f.pair_bytes);
 }
 
-std::optional<double> collective_time(const CollectiveCosts& costs, CollectiveKind kind,
+std::string give(const std::string& name) {
+  const bool vowel = std::string_view("aeiou").find(name.front()) != std::string_view::npos;
+  return std::string("give ") + (vowel ? "an" : "a") + " \"" + name + "\" table or \"" + name +
+         "_formula\"";
+}
+
+// The registry: built-ins first; entries are never removed, so pointers to them stay valid.
+struct Registry {
+  std::mutex mutex;
+  std::deque<LineKind> kinds;
+  Registry() {
+    kinds.push_back({"allgather", allgather_table_bytes, allgather_formula_bytes, "allgather",
+                     give("allgather"), allgather_table_scale});
+    kinds.push_back({"allreduce", allreduce_table_bytes, allreduce_formula_bytes, "dense allreduce",
+                     "give an \"allreduce\" table or \"allreduce_formula\"", nullptr});
+    kinds.push_back({"sparse_allreduce", sparse_allreduce_bytes, sparse_allreduce_bytes,
+                     "sparse allreduce",
+                     give("sparse_allreduce") +
+                         ", or both \"allgather_formula\" and \"allreduce_formula\" to derive "
+                         "it from",
+                     nullptr});
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+const LineKind* find_locked(Registry& r, std::string_view name) {
+  for (const LineKind& k : r.kinds)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+void check_line_name(const std::string& name) {
+  const auto ok = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  const std::string suffix = "_formula";
+  const bool formula = name.size() >= suffix.size() &&
+                       name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  if (name.empty() || !std::all_of(name.begin(), name.end(), ok) || formula || name == "type" ||
+      name == "topk" || name == "allreduce_element_bytes")
+    throw Error("omgs: register_line_bytes: \"" + name +
+                "\" cannot name a collective's line (lowercase letters, digits and '_', not a "
+                "member the alpha-beta JSON has for another use, not ending in \"_formula\")");
+}
+}  // namespace
+
+void register_line_bytes(std::string name, LineBytesFn table_bytes, LineBytesFn formula_bytes) {
+  check_line_name(name);
+  if (table_bytes == nullptr || formula_bytes == nullptr)
+    throw Error("omgs: register_line_bytes: \"" + name + "\" needs both byte functions");
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  if (const LineKind* k = find_locked(r, name)) {
+    if (k->table_bytes == table_bytes && k->formula_bytes == formula_bytes) return;
+    throw Error("omgs: register_line_bytes: \"" + name +
+                "\" is registered already with other byte functions");
+  }
+  std::string words = name;
+  std::replace(words.begin(), words.end(), '_', ' ');
+  r.kinds.push_back({name, table_bytes, formula_bytes, words, give(name), nullptr});
+}
+
+const LineKind* find_line_kind(std::string_view name) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  return find_locked(r, name);
+}
+
+std::vector<const LineKind*> line_kinds() {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<const LineKind*> out;
+  for (const LineKind& k : r.kinds) out.push_back(&k);
+  return out;
+}
+
+const LineKind& allgather_line() {
+  static const LineKind* const k = find_line_kind("allgather");
+  return *k;
+}
+
+std::optional<double> collective_time(const CollectiveCosts& costs, const LineKind& kind,
                                       std::uint64_t numel, int workers, double density,
-                                      double element_bytes, double pair_bytes) {
+                                      const LineFormat& format) {
   if (numel == 0) return 0.0;
   auto it = costs.table.find(workers);
-  if (it != costs.table.end())
-    return it->second.alpha_s + it->second.beta_s_per_byte * table_bytes(kind, numel, workers,
-                                                                         density, element_bytes,
-                                                                         pair_bytes);
+  if (it != costs.table.end()) {
+    double beta_term =
+        it->second.beta_s_per_byte * kind.table_bytes(numel, workers, density, format);
+    if (kind.table_scale != nullptr) beta_term = beta_term * kind.table_scale(format);
+    return it->second.alpha_s + beta_term;
+  }
   if (!costs.has_formula) return std::nullopt;
   const CollectiveFormula& f = costs.formula;
   const double p = static_cast<double>(workers);
   return f.alpha_s + f.alpha_log2p_s * std::log2(p) + f.alpha_p_s * (p - 1.0) +
-         f.beta_s_per_byte * wire_bytes(kind, numel, workers, density, element_bytes, pair_bytes);
+         f.beta_s_per_byte * kind.formula_bytes(numel, workers, density, format);
 }
 
-std::optional<CostIssue> check_costs(const CollectiveCosts& costs, CollectiveKind kind) {
-  const std::string name = collective_name(kind);
+std::optional<CostIssue> check_costs(const CollectiveCosts& costs, const LineKind& kind) {
+  const std::string& name = kind.name;
   const std::string finite = " (must be finite and >= 0)";
   for (const auto& [p, ab] : costs.table) {
     const std::string entry = name + " entry for workers " + std::to_string(p) + ": ";
@@ -118,14 +207,14 @@ std::optional<CostIssue> check_costs(const CollectiveCosts& costs, CollectiveKin
   return std::nullopt;
 }
 
-void read_costs(const JsonValue& doc, CollectiveKind kind, const std::string& source,
+void read_costs(const JsonValue& doc, const LineKind& kind, const std::string& source,
                 CollectiveCosts& costs) {
-  const std::string name = collective_name(kind);
+  const std::string& name = kind.name;
   if (const JsonValue* f = doc.find(name + "_formula")) {
     costs.formula = read_formula(*f, source + ": " + name + "_formula");
     costs.has_formula = true;
   }
-  if (kind == CollectiveKind::allgather) return;  // its table is read by perf_model.cpp
+  if (&kind == &allgather_line()) return;  // its table is read by perf_model.cpp
   const JsonValue* t = doc.find(name);
   if (t == nullptr) return;
   if (!t->is(JsonValue::Kind::array))
@@ -144,10 +233,10 @@ void read_costs(const JsonValue& doc, CollectiveKind kind, const std::string& so
   }
 }
 
-std::string costs_json(const CollectiveCosts& costs, CollectiveKind kind) {
-  const std::string name = collective_name(kind);
+std::string costs_json(const CollectiveCosts& costs, const LineKind& kind) {
+  const std::string& name = kind.name;
   std::string s;
-  if (kind != CollectiveKind::allgather && !costs.table.empty()) {
+  if (&kind != &allgather_line() && !costs.table.empty()) {
     s += ",\n  \"" + name + "\": [";
     bool first = true;
     for (const auto& [p, ab] : costs.table) {
@@ -168,16 +257,17 @@ std::string costs_json(const CollectiveCosts& costs, CollectiveKind kind) {
   return s;
 }
 
-std::string describe_costs(const CollectiveCosts& costs, CollectiveKind kind) {
+std::string describe_costs(const CollectiveCosts& costs, const LineKind& kind) {
   std::ostringstream os;
-  const char* name = collective_name(kind);
-  if (kind != CollectiveKind::allgather)
+  const std::string& name = kind.name;
+  const bool allgather = &kind == &allgather_line();
+  if (!allgather)
     for (const auto& [p, ab] : costs.table)
       os << " " << name << " P=" << p << ": " << ab.alpha_s << " + " << ab.beta_s_per_byte
          << "*bytes s;";
   if (costs.has_formula) {
     const CollectiveFormula& f = costs.formula;
-    if (kind != CollectiveKind::allgather) os << " " << name;
+    if (!allgather) os << " " << name;
     os << " any P: " << f.alpha_s << " + " << f.alpha_log2p_s << "*log2(P) + " << f.alpha_p_s
        << "*(P-1) + " << f.beta_s_per_byte << "*wire_bytes s;";
   }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <omgs/error.hpp>
+
 namespace omgs::detail {
 
 LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double>& y) {
@@ -53,6 +55,31 @@ double minimum(const std::vector<double>& v) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+std::vector<double> FittedModel::pack() const {
+  std::vector<double> v = {topk.c0, topk.c1};
+  for (const auto& [name, line] : lines)
+    v.insert(v.end(), {line.fit.c0, line.fit.c1, static_cast<double>(line.groups)});
+  return v;
+}
+
+void FittedModel::unpack(const std::vector<double>& values) {
+  if (values.size() != 2 + 3 * lines.size())
+    throw Error("omgs: fitted model: " + std::to_string(values.size()) +
+                " values for the top-k and " + std::to_string(lines.size()) + " lines");
+  topk = {values[0], values[1]};
+  std::size_t i = 2;
+  for (auto& [name, line] : lines) {
+    line.fit = {values[i], values[i + 1]};
+    line.groups = static_cast<std::size_t>(values[i + 2]);
+    i += 3;
+  }
+}
+
+const FittedLine* FittedModel::find(std::string_view name) const {
+  const auto it = lines.find(name);
+  return it == lines.end() ? nullptr : &it->second;
 }
 
 }  // namespace omgs::detail

@@ -1,6 +1,11 @@
 // Internal: the pure statistics of calibration (no MPI, no Kokkos; tests/plan/test_fit.cpp).
 #pragma once
 
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace omgs::detail {
@@ -8,6 +13,28 @@ namespace omgs::detail {
 /// y ~ c0 + c1 x with c0, c1 >= 0.
 struct LinearFit {
   double c0 = 0.0, c1 = 0.0;
+};
+
+/// One collective's fitted line, seconds ~ c0 + c1 * its bytes (the bytes its model line's
+/// beta multiplies); `groups`: the plan's groups that fitted it (0: a prior or a timing).
+struct FittedLine {
+  LinearFit fit;
+  std::size_t groups = 0;
+};
+
+/// The top-k line and one line per collective by name ("allgather", "allreduce",
+/// "sparse_allreduce", ...): what calibration times and the closed loop's refit fits, agreed
+/// over ranks as the values of pack() in a fixed order (the names' order).
+struct FittedModel {
+  LinearFit topk;
+  std::map<std::string, FittedLine, std::less<>> lines;
+  /// The top-k's c0 and c1, then each line's c0, c1 and groups, lines in name order.
+  std::vector<double> pack() const;
+  /// The values of pack() (e.g. their maximum over ranks) back into these lines. Throws
+  /// omgs::Error unless there are as many as pack() gives.
+  void unpack(const std::vector<double>& values);
+  /// The fitted line of `name`, nullptr if none.
+  const FittedLine* find(std::string_view name) const;
 };
 
 /// Least squares, then constrained: a negative intercept refits through the origin, a

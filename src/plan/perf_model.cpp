@@ -2,6 +2,8 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include <omgs/plan.hpp>
 
@@ -9,12 +11,6 @@
 #include "json.hpp"
 
 namespace omgs {
-
-double PerfModel::allreduce_s(std::uint64_t, int workers) const {
-  throw Error("omgs: the performance model " + describe() +
-              " has no dense allreduce cost for P = " + std::to_string(workers) +
-              " (give an \"allreduce\" table or \"allreduce_formula\")");
-}
 
 // ---------------------------------------------------------------------------------------
 // ReferenceModel: the original code's constants. Expressions are written in the order of
@@ -63,6 +59,10 @@ void ReferenceModel::check_workers(int workers) const {
         "omgs: the reference performance model knows only P = 2, 4, 8 or 16 workers "
         "(the cluster of the original OMGS-SGD code), not P = " +
         std::to_string(workers) + "; calibrate or give an alpha-beta JSON model");
+}
+
+bool ReferenceModel::knows_collective(std::string_view name, int workers) const {
+  return name == "allgather" && find_reference(workers) != nullptr;
 }
 
 std::string ReferenceModel::describe() const {
@@ -126,21 +126,22 @@ AlphaBetaModel::AlphaBetaModel(TopkForm form, double c0_s, double c1_s,
 
 AlphaBetaModel::AlphaBetaModel(TopkForm form, double c0_s, double c1_s, CollectiveCosts allgather,
                                CollectiveCosts allreduce)
-    : form_(form),
-      c0_s_(c0_s),
-      c1_s_(c1_s),
-      allgather_(allgather.table),
-      allgather_costs_(std::move(allgather)),
-      allreduce_(std::move(allreduce)) {
-  if (allgather_.empty() && !allgather_costs_.has_formula)
-    throw Error("omgs: alpha-beta model: the allgather table is empty");
-  if (auto issue = check_coefficients(form_, c0_s_, c1_s_, allgather_))
+    : form_(form), c0_s_(c0_s), c1_s_(c1_s) {
+  lines_["allgather"] = std::move(allgather);
+  if (!allreduce.empty()) lines_["allreduce"] = std::move(allreduce);
+  check_and_derive();
+}
+
+void AlphaBetaModel::check_and_derive() {
+  const CollectiveCosts& allgather = allgather_costs();
+  if (allgather.empty()) throw Error("omgs: alpha-beta model: the allgather table is empty");
+  if (auto issue = check_coefficients(form_, c0_s_, c1_s_, allgather.table))
     throw Error("omgs: alpha-beta model: " + issue->field + issue->reason);
-  for (auto kind : {detail::CollectiveKind::allgather, detail::CollectiveKind::allreduce})
-    if (auto issue = detail::check_costs(
-            kind == detail::CollectiveKind::allgather ? allgather_costs_ : allreduce_, kind))
-      throw Error("omgs: alpha-beta model: " + issue->field + issue->reason);
-  derive_sparse_allreduce();
+  for (const detail::LineKind* kind : detail::line_kinds())
+    if (const CollectiveCosts* costs = line(kind->name))
+      if (auto issue = detail::check_costs(*costs, *kind))
+        throw Error("omgs: alpha-beta model: " + issue->field + issue->reason);
+  derive();
 }
 
 double AlphaBetaModel::bytes_received(std::uint64_t numel, int workers, double density) {
@@ -156,29 +157,11 @@ double AlphaBetaModel::topk_s(std::uint64_t numel) const {
   return c0_s_ + c1_s_ * f;
 }
 
-double AlphaBetaModel::allgather_s(std::uint64_t numel, int workers, double density) const {
-  if (numel == 0) return 0.0;
-  auto it = allgather_.find(workers);
-  if (it != allgather_.end())
-    return it->second.alpha_s + it->second.beta_s_per_byte *
-                                    bytes_received(numel, workers, density) * (pair_bytes_ / 8.0);
-  const auto t = detail::collective_time(allgather_costs_, detail::CollectiveKind::allgather, numel,
-                                         workers, density, 4.0, pair_bytes_);
-  if (!t) check_workers(workers);  // throws
-  return *t;
-}
-
-double AlphaBetaModel::allreduce_s(std::uint64_t numel, int workers) const {
-  const auto t = detail::collective_time(allreduce_, detail::CollectiveKind::allreduce, numel,
-                                         workers, 1.0, allreduce_element_bytes_);
-  if (!t) return PerfModel::allreduce_s(numel, workers);  // throws
-  return *t;
-}
-
 void AlphaBetaModel::check_workers(int workers) const {
-  if (allgather_costs_.knows(workers)) return;
+  if (allgather_costs().knows(workers)) return;
   std::string known;
-  for (const auto& [p, ab] : allgather_) known += (known.empty() ? "" : ", ") + std::to_string(p);
+  for (const auto& [p, ab] : allgather_table())
+    known += (known.empty() ? "" : ", ") + std::to_string(p);
   throw Error("omgs: the alpha-beta model has no allgather entry for P = " +
               std::to_string(workers) + " workers (it has: " + known + ")");
 }
@@ -187,11 +170,11 @@ std::string AlphaBetaModel::describe() const {
   std::ostringstream os;
   os << "alpha-beta (topk " << c0_s_ << " + " << c1_s_
      << (form_ == TopkForm::linear ? "*n" : "*n*log2(n)") << " s; allgather";
-  for (const auto& [p, ab] : allgather_)
+  for (const auto& [p, ab] : allgather_table())
     os << " P=" << p << ": " << ab.alpha_s << " + " << ab.beta_s_per_byte << "*bytes s;";
-  os << detail::describe_costs(allgather_costs_, detail::CollectiveKind::allgather)
-     << detail::describe_costs(allreduce_, detail::CollectiveKind::allreduce)
-     << detail::describe_costs(sparse_allreduce_, detail::CollectiveKind::sparse_allreduce);
+  for (const detail::LineKind* kind : detail::line_kinds())
+    if (const CollectiveCosts* costs = line(kind->name))
+      os << detail::describe_costs(*costs, *kind);
   if (allreduce_element_bytes_ != 4.0)
     os << " allreduce of " << allreduce_element_bytes_ << " bytes per element;";
   os << ")";
@@ -278,16 +261,21 @@ AlphaBetaModel AlphaBetaModel::from_json(std::string_view text, const std::strin
   if (auto issue = check_coefficients(form, topk.c0_s, topk.c1_s, table))
     throw Error(source + ":" + std::to_string(line_of[issue->field]) + ": " + issue->field +
                 issue->reason);
-  CollectiveCosts allgather{std::move(table), false, {}};
-  CollectiveCosts allreduce, sparse_allreduce;
-  detail::read_costs(doc, detail::CollectiveKind::allgather, source, allgather);
-  detail::read_costs(doc, detail::CollectiveKind::allreduce, source, allreduce);
-  detail::read_costs(doc, detail::CollectiveKind::sparse_allreduce, source, sparse_allreduce);
+  // Every registered collective's members, the allgather's table first (read above).
+  std::vector<std::pair<std::string, CollectiveCosts>> lines;
+  for (const detail::LineKind* kind : detail::line_kinds()) {
+    CollectiveCosts costs;
+    if (kind == &detail::allgather_line()) costs.table = std::move(table);
+    detail::read_costs(doc, *kind, source, costs);
+    lines.emplace_back(kind->name, std::move(costs));
+  }
   const double element_bytes = read_element_bytes(doc, source);
   try {
-    return AlphaBetaModel(form, topk.c0_s, topk.c1_s, std::move(allgather), std::move(allreduce))
-        .with_allreduce_element_bytes(element_bytes)
-        .with_sparse_allreduce(std::move(sparse_allreduce));
+    AlphaBetaModel m(form, topk.c0_s, topk.c1_s, std::move(lines[0].second), CollectiveCosts{});
+    m = m.with_allreduce_element_bytes(element_bytes);
+    for (std::size_t i = 1; i < lines.size(); ++i)
+      if (!lines[i].second.empty()) m = m.with_line(lines[i].first, std::move(lines[i].second));
+    return m;
   } catch (const Error& e) {
     throw Error(source + ": " + e.what());
   }
@@ -308,16 +296,15 @@ std::string AlphaBetaModel::to_json() const {
   s += "\", \"c0_s\": " + json_number(c0_s_) + ", \"c1_s\": " + json_number(c1_s_) + "},\n";
   s += "  \"allgather\": [";
   bool first = true;
-  for (const auto& [p, ab] : allgather_) {
+  for (const auto& [p, ab] : allgather_table()) {
     s += first ? "\n" : ",\n";
     first = false;
     s += "    {\"workers\": " + std::to_string(p) + ", \"alpha_s\": " + json_number(ab.alpha_s) +
          ", \"beta_s_per_byte\": " + json_number(ab.beta_s_per_byte) + "}";
   }
   s += "\n  ]";
-  s += detail::costs_json(allgather_costs_, detail::CollectiveKind::allgather);
-  s += detail::costs_json(allreduce_, detail::CollectiveKind::allreduce);
-  s += detail::costs_json(sparse_allreduce_, detail::CollectiveKind::sparse_allreduce);
+  for (const detail::LineKind* kind : detail::line_kinds())
+    if (const CollectiveCosts* costs = line(kind->name)) s += detail::costs_json(*costs, *kind);
   if (allreduce_element_bytes_ != 4.0)
     s += ",\n  \"allreduce_element_bytes\": " + json_number(allreduce_element_bytes_);
   s += "\n}\n";
@@ -332,11 +319,11 @@ void AlphaBetaModel::save(const std::string& path) const {
 }
 
 AlphaBetaModel AlphaBetaModel::with_topk(const TopkCost& topk) const {
-  AlphaBetaModel m(topk.form, topk.c0_s, topk.c1_s, allgather_costs_, allreduce_);
-  m.allreduce_element_bytes_ = allreduce_element_bytes_;
-  m.pair_bytes_ = pair_bytes_;
-  m.sparse_allreduce_ = sparse_allreduce_;
-  m.derive_sparse_allreduce();
+  AlphaBetaModel m = *this;
+  m.form_ = topk.form;
+  m.c0_s_ = topk.c0_s;
+  m.c1_s_ = topk.c1_s;
+  m.check_and_derive();
   return m;
 }
 

@@ -2,7 +2,9 @@
 #include "plan/timeline_fit.hpp"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string>
 
 namespace omgs::detail {
 
@@ -63,50 +65,73 @@ GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::si
   return p;
 }
 
+const char* fit_line(const Group& g, int workers, double density, double pair_bytes, double& x) {
+  switch (g.collective) {
+    case Collective::dense:
+      return nullptr;
+    case Collective::sparse:
+      x = AlphaBetaModel::bytes_received(g.numel, workers, density);
+      return "allgather";
+    case Collective::sparse_allreduce:
+      x = AlphaBetaModel::sparse_allreduce_bytes(g.numel, workers, density, pair_bytes);
+      return "sparse_allreduce";
+  }
+  return nullptr;
+}
+
+LinearFit TimelineFit::line(std::string_view name) const {
+  const auto it = lines.find(name);
+  return it == lines.end() ? LinearFit{} : it->second.fit;
+}
+
+std::size_t TimelineFit::groups(std::string_view name) const {
+  const auto it = lines.find(name);
+  return it == lines.end() ? 0 : it->second.groups;
+}
+
 TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
-                       double density, const LinearFit& prior_topk,
-                       const LinearFit& prior_allgather, const LinearFit& prior_sparse_allreduce,
-                       double sar_pair_bytes) {
+                       double density, const FittedModel& prior, double pair_bytes) {
   // Dense groups have no top-k and no sparse exchange: their points are not of this family.
-  // Both sparse exchanges follow the same top-k; each has its own communication line.
-  std::vector<double> n, sparsify, bytes, allgather, sar_bytes, sar;
-  std::set<std::uint64_t> distinct, distinct_ag, distinct_sar;
+  // The sparse exchanges follow the same top-k; each has its own communication line.
+  struct Points {
+    std::vector<double> bytes, seconds;
+    std::set<std::uint64_t> sizes;
+  };
+  std::map<std::string, Points, std::less<>> by_line;
+  std::vector<double> n, sparsify;
+  std::set<std::uint64_t> distinct;
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const Group& g = groups[i];
-    if (g.collective == Collective::dense) continue;
+    double x = 0.0;
+    const char* name = fit_line(g, workers, density, pair_bytes, x);
+    if (name == nullptr) continue;
     n.push_back(static_cast<double>(g.numel));
     sparsify.push_back(points.sparsify_s[i]);
     distinct.insert(g.numel);
-    if (g.collective == Collective::sparse_allreduce) {
-      sar_bytes.push_back(
-          AlphaBetaModel::sparse_allreduce_bytes(g.numel, workers, density, sar_pair_bytes));
-      sar.push_back(points.allgather_s[i]);
-      distinct_sar.insert(g.numel);
-      continue;
-    }
-    bytes.push_back(AlphaBetaModel::bytes_received(g.numel, workers, density));
-    allgather.push_back(points.allgather_s[i]);
-    distinct_ag.insert(g.numel);
+    Points& p = by_line[name];
+    p.bytes.push_back(x);
+    p.seconds.push_back(points.allgather_s[i]);
+    p.sizes.insert(g.numel);
   }
   TimelineFit f;
   f.sizes = distinct.size();
   f.intercepts_fitted = f.sizes >= 2;
-  f.sparse_allreduce_groups = sar.size();
   // Without points (an all-dense plan, or no group of one exchange) the prior stays.
-  f.topk = n.empty() ? prior_topk : fit_costs(n, sparsify, f.sizes, prior_topk.c0);
-  f.allgather = bytes.empty() ? prior_allgather
-                              : fit_costs(bytes, allgather, distinct_ag.size(), prior_allgather.c0);
-  f.sparse_allreduce =
-      sar.empty() ? prior_sparse_allreduce
-                  : fit_costs(sar_bytes, sar, distinct_sar.size(), prior_sparse_allreduce.c0);
+  f.topk = n.empty() ? prior.topk : fit_costs(n, sparsify, f.sizes, prior.topk.c0);
+  for (const auto& [name, line] : prior.lines) f.lines[name] = {line.fit, 0};
+  for (const auto& [name, p] : by_line) {
+    const FittedLine* had = prior.find(name);
+    const double c0 = had == nullptr ? 0.0 : had->fit.c0;
+    f.lines[name] = {fit_costs(p.bytes, p.seconds, p.sizes.size(), c0), p.seconds.size()};
+  }
   return f;
 }
 
 TimelineFit fit_timelines(const std::vector<Group>& groups, const Timeline* timelines,
                           std::size_t count, int workers, double density,
-                          const LinearFit& prior_topk, const LinearFit& prior_allgather) {
+                          const FittedModel& prior) {
   return fit_points(groups, group_medians(groups.size(), timelines, count), workers, density,
-                    prior_topk, prior_allgather);
+                    prior);
 }
 
 }  // namespace omgs::detail

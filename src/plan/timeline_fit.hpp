@@ -4,6 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <omgs/plan.hpp>
@@ -24,15 +28,27 @@ struct GroupCosts {
 GroupCosts group_costs(const Timeline& t, std::size_t g);
 
 struct TimelineFit {
-  LinearFit topk;       ///< seconds ~ c0 + c1 * numel (c0: the per-group constant)
-  LinearFit allgather;  ///< seconds ~ alpha + beta * bytes received
-  /// The sparse allreduce groups' exchange: seconds ~ alpha + beta * wire bytes
-  /// (AlphaBetaModel::sparse_allreduce_bytes); the prior when the plan has none.
-  LinearFit sparse_allreduce;
-  std::size_t sparse_allreduce_groups = 0;  ///< the plan's groups that fitted it
-  std::size_t sizes = 0;                    ///< distinct group sizes seen
+  LinearFit topk;  ///< seconds ~ c0 + c1 * numel (c0: the per-group constant)
+  /// One line per collective the plan's sparse groups use, on the bytes it is fitted on
+  /// (fit_line): the allgather's "allgather" (alpha + beta * bytes received), the sparse
+  /// allreduce's "sparse_allreduce" (alpha + beta * its wire bytes); and the prior's other
+  /// lines unchanged (FittedLine::groups 0).
+  std::map<std::string, FittedLine, std::less<>> lines;
+  std::size_t sizes = 0;           ///< distinct group sizes seen
   bool intercepts_fitted = false;  ///< false: one size only, c0 and alpha came from `prior`
+  /// lines' fit of `name`, the zero line if none.
+  LinearFit line(std::string_view name) const;
+  /// lines' groups of `name`, 0 if none.
+  std::size_t groups(std::string_view name) const;
 };
+
+/// The line a group's exchange is fitted on and its x, nullptr (x unset) for a group whose
+/// points are not of the timeline model's family (a dense group: no top-k). The allgather's
+/// x is the bytes received in 8-byte pairs (AlphaBetaModel::bytes_received; the refit
+/// converts its beta to the pair format in force), the sparse allreduce's its wire bytes at
+/// `pair_bytes` per pair (AlphaBetaModel::sparse_allreduce_bytes: the pair wire in force
+/// when the points were measured).
+const char* fit_line(const Group& g, int workers, double density, double pair_bytes, double& x);
 
 /// Each group's typical costs over `count` measured timelines of the plan (each with
 /// groups.size() entries): the median over the iterations (what the run typically pays:
@@ -42,28 +58,22 @@ struct GroupPoints {
 };
 GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::size_t count);
 
-/// Fits top-k c0 + c1 numel and allgather alpha + beta bytes to per-group points, in
-/// relative error above the mean cost and absolute error below it (a near-zero point must
-/// not decide the line), non-negative (fit_nonnegative). With a single group size the
-/// intercepts cannot be told from the slopes: they are taken from `prior_topk.c0` /
-/// `prior_allgather.c0` (capped at the measured cost) and only the slopes are fitted.
-/// Groups of Collective::sparse_allreduce pay the same top-k and are fitted like the sparse
-/// ones, their communication on its own line (TimelineFit::sparse_allreduce, intercept from
-/// `prior_sparse_allreduce` when they have one size only), its bytes counted with
-/// `sar_pair_bytes` per pair (the pair wire in force when the points were measured).
+/// Fits top-k c0 + c1 numel and one line per collective of the plan's sparse groups
+/// (fit_line) to per-group points, in relative error above the mean cost and absolute
+/// error below it (a near-zero point must not decide the line), non-negative
+/// (fit_nonnegative). With a single group size (of the groups of one line, for its line)
+/// the intercepts cannot be told from the slopes: they are taken from `prior` (its top-k's
+/// and that line's c0, capped at the measured cost; 0 for a line the prior lacks) and only
+/// the slopes are fitted. Lines of the prior without groups in the plan stay as they are;
+/// without a sparse group the top-k stays the prior's.
 TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
-                       double density, const LinearFit& prior_topk,
-                       const LinearFit& prior_allgather,
-                       const LinearFit& prior_sparse_allreduce = {}, double sar_pair_bytes = 8.0);
+                       double density, const FittedModel& prior, double pair_bytes = 8.0);
 
-/// group_medians, then fit_points: fits top-k and allgather costs to `count` measured timelines of
-/// the plan `groups` (each timeline has groups.size() entries). Each group is represented by the
-/// median of its costs over the iterations (what the run typically pays: the model must predict the
-/// run, not its best case) and the lines are fitted as fit_points fits them. With a single group
-/// size the intercepts cannot be told from the slopes: they are taken from `prior_topk.c0` /
-/// `prior_allgather.c0` (capped at the measured cost) and only the slopes are fitted. count >= 1.
+/// group_medians, then fit_points: fits the lines to `count` measured timelines of the plan
+/// `groups` (each timeline has groups.size() entries). Each group is represented by the
+/// median of its costs over the iterations (what the run typically pays: the model must
+/// predict the run, not its best case). count >= 1.
 TimelineFit fit_timelines(const std::vector<Group>& groups, const Timeline* timelines,
-                          std::size_t count, int workers, double density,
-                          const LinearFit& prior_topk, const LinearFit& prior_allgather);
+                          std::size_t count, int workers, double density, const FittedModel& prior);
 
 }  // namespace omgs::detail

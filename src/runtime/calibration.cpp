@@ -150,23 +150,27 @@ void RuntimeImpl::calibrate() {
   }
   std::vector<double> tx;
   for (std::uint64_t n : calibration.topk_numel) tx.push_back(static_cast<double>(n));
-  const LinearFit topk = fit_latency_bandwidth(tx, topk_samples);
-  const LinearFit ag = fit_latency_bandwidth(ax, ag_samples);
-  const LinearFit ar = fit_latency_bandwidth(rx, ar_samples);
-  // The sparse allreduce (issue 33) only where a plan may use it, at two k of a 2^20 group.
-  // RuntimeOptions has no sparse_exchange yet and plan_config() builds it as allgather: this
-  // runs once the runtime's option reaches plan_config() (the runtime half of issue 33).
-  const bool sparse_allreduce = plan_config().sparse_exchange != SparseExchange::allgather;
-  LinearFit sar;
-  if (sparse_allreduce) sar = fit_sparse_allreduce(comm, std::uint64_t{1} << 20, {256, 16384});
-  // The slowest rank sets the pace: every rank plans with the maximum, so plans agree.
-  std::vector<double> c = {topk.c0, topk.c1, ag.c0, ag.c1, ar.c0, ar.c1, sar.c0, sar.c1};
+  // One line per collective timed, each on the bytes its model line's beta multiplies.
+  FittedModel fit;
+  fit.topk = fit_latency_bandwidth(tx, topk_samples);
+  fit.lines["allgather"].fit = fit_latency_bandwidth(ax, ag_samples);
+  fit.lines["allreduce"].fit = fit_latency_bandwidth(rx, ar_samples);
+  // The sparse allreduce only where a plan may use it (RuntimeOptions::sparse_exchange
+  // allreduce or automatic), at two k of a 2^20 group.
+  if (plan_config().sparse_exchange != SparseExchange::allgather)
+    fit.lines["sparse_allreduce"].fit =
+        fit_sparse_allreduce(comm, std::uint64_t{1} << 20, {256, 16384});
+  // The slowest rank sets the pace: every rank plans with the maximum, so plans agree
+  // (every rank times the same collectives: the same lines, packed in the same order).
+  std::vector<double> c = fit.pack();
   max_over_ranks(comm, c);
-  AlphaBetaModel fitted(TopkForm::linear, c[0], c[1],
-                        CollectiveCosts{{{size, {c[2], c[3]}}}, false, {}},
-                        CollectiveCosts{{{size, {c[4], c[5]}}}, false, {}});
-  if (sparse_allreduce)
-    fitted = fitted.with_sparse_allreduce(CollectiveCosts{{{size, {c[6], c[7]}}}, false, {}});
+  fit.unpack(c);
+  auto at_size = [this](const LinearFit& l) {
+    return CollectiveCosts{{{size, {l.c0, l.c1}}}, false, {}};
+  };
+  AlphaBetaModel fitted(TopkForm::linear, fit.topk.c0, fit.topk.c1,
+                        at_size(fit.find("allgather")->fit), {});
+  for (const auto& [name, line] : fit.lines) fitted = fitted.with_line(name, at_size(line.fit));
   model = std::make_unique<AlphaBetaModel>(std::move(fitted));
   calibration.duration_s = now_s() - t_start;
 }

@@ -18,6 +18,7 @@
 #include <omgs/plan.hpp>
 #include <omgs/runtime.hpp>
 
+#include "plan/fit.hpp"
 #include "plan/loop_decision.hpp"
 #include "runtime/plan_instance.hpp"
 #include "runtime/trace.hpp"
@@ -109,8 +110,8 @@ class ClosedLoop {
   void refit(std::uint64_t iteration) noexcept;
   LoopInputs loop_inputs(const RefitReport& rep, bool candidate_differs) const;
   std::vector<double> measured_ends() const;
-  std::vector<double> agreed_fit(const std::vector<double>& prior,
-                                 std::vector<LayerSpec>& next_layers, RefitReport& rep);
+  FittedModel agreed_fit(const FittedModel& prior, std::vector<LayerSpec>& next_layers,
+                         RefitReport& rep);
   std::vector<double> backward_medians() const;
   void switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
                    RefitReport& rep);

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <tuple>
 #include <utility>
 
 #include <omgs/detail/kokkos_helpers.hpp>
@@ -21,24 +20,24 @@ namespace omgs::detail {
 
 namespace {
 
-/// What the refit takes from the model in force: the coefficients {topk c0, c1, allgather
-/// alpha, beta}, the prior of a fit that cannot separate intercepts (zeros where the model
-/// has no linear alpha-beta terms, e.g. the reference model), and the allreduce costs (the
-/// closed loop refits the sparse terms only; dense groups keep their calibrated cost).
+/// What the refit takes from the model in force: the prior of its fit (the top-k and the
+/// lines of the sparse exchanges at P, for a fit that cannot separate intercepts; zeros where
+/// the model has no linear alpha-beta terms, e.g. the reference model), and the model's
+/// other lines as given, kept where the plan has no group to fit them (the closed loop
+/// refits the sparse exchanges only: dense groups keep their calibrated cost).
 struct ModelPrior {
-  std::vector<double> coefficients{0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-  CollectiveCosts allreduce;
-  CollectiveCosts sparse_allreduce;  // as given; kept when the plan has no such group
+  FittedModel fit;
+  std::map<std::string, CollectiveCosts, std::less<>> kept;  // every given line but the allgather's
 };
 
 /// The sparse allreduce's {alpha, beta} at P for the fit's prior: the table's entry, else
 /// the formula (given or derived) evaluated at P, else zeros.
-std::pair<double, double> sparse_allreduce_prior(const AlphaBetaModel& ab, int workers) {
+LinearFit sparse_allreduce_prior(const AlphaBetaModel& ab, int workers) {
   const auto it = ab.sparse_allreduce_costs().table.find(workers);
   if (it != ab.sparse_allreduce_costs().table.end())
     return {it->second.alpha_s, it->second.beta_s_per_byte};
   const CollectiveCosts eff = ab.sparse_allreduce_effective_costs();
-  if (!eff.has_formula) return {0.0, 0.0};
+  if (!eff.has_formula) return {};
   const CollectiveFormula& f = eff.formula;
   return {f.alpha_s + f.alpha_log2p_s * std::log2(static_cast<double>(workers)) +
               f.alpha_p_s * static_cast<double>(workers - 1),
@@ -47,20 +46,20 @@ std::pair<double, double> sparse_allreduce_prior(const AlphaBetaModel& ab, int w
 
 ModelPrior prior_of(const PerfModel& model, int workers) {
   ModelPrior p;
+  FittedModel& f = p.fit;
+  f.lines["allgather"] = {};
+  f.lines["sparse_allreduce"] = {};
   const AlphaBetaModel* ab = model.as_alpha_beta();
   if (ab == nullptr) return p;
-  p.allreduce = ab->allreduce_costs();
-  p.sparse_allreduce = ab->sparse_allreduce_costs();
-  std::tie(p.coefficients[4], p.coefficients[5]) = sparse_allreduce_prior(*ab, workers);
+  p.kept.insert(ab->lines().begin(), ab->lines().end());
+  p.kept.erase("allgather");
+  f.lines["sparse_allreduce"].fit = sparse_allreduce_prior(*ab, workers);
   if (ab->topk_form() != TopkForm::linear) return p;
-  p.coefficients[0] = ab->topk_c0_s();
-  p.coefficients[1] = ab->topk_c1_s();
+  f.topk = {ab->topk_c0_s(), ab->topk_c1_s()};
   const auto it = ab->allgather_table().find(workers);
-  if (it != ab->allgather_table().end()) {
-    p.coefficients[2] = it->second.alpha_s;
-    p.coefficients[3] =
-        it->second.beta_s_per_byte * ab->pair_bytes() / 8.0;  // per 8-byte pair's byte
-  }
+  if (it != ab->allgather_table().end())
+    f.lines["allgather"].fit = {it->second.alpha_s, it->second.beta_s_per_byte * ab->pair_bytes() /
+                                                        8.0};  // per 8-byte pair's byte
   return p;
 }
 
@@ -102,20 +101,24 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
     ModelPrior prior = prior_of(host_.model(), size);
     std::vector<LayerSpec> next_layers = host_.layers();
     const double fit_t0 = now_s();
-    const std::vector<double> c = agreed_fit(prior.coefficients, next_layers, rep);
+    const FittedModel f = agreed_fit(prior.fit, next_layers, rep);
     host_.record(TraceKind::refit_fit, -1, fit_t0, now_s());
-    // The fit's beta is per byte of 8-byte pairs (bytes_received): per byte of the pair
+    // The allgather's line, always refitted (the prior's where the plan has no such group):
+    // the fit's beta is per byte of 8-byte pairs (bytes_received), per byte of the pair
     // format in force it is 8 / pair_bytes times that.
     const double pb = host_.wire_pair_bytes();
+    const LinearFit ag = f.find("allgather")->fit;
     AlphaBetaModel refitted =
-        AlphaBetaModel(TopkForm::linear, c[0], c[1],
-                       CollectiveCosts{{{size, {c[2], c[3] * 8.0 / pb}}}, false, {}},
-                       std::move(prior.allreduce))
+        AlphaBetaModel(TopkForm::linear, f.topk.c0, f.topk.c1,
+                       CollectiveCosts{{{size, {ag.c0, ag.c1 * 8.0 / pb}}}, false, {}}, {})
             .with_pair_bytes(pb);
-    // The sparse allreduce's line where the plan had such groups, else its costs as before.
-    CollectiveCosts sar = c[6] > 0 ? CollectiveCosts{{{size, {c[4], c[5]}}}, false, {}}
-                                   : std::move(prior.sparse_allreduce);
-    auto fitted = std::make_unique<AlphaBetaModel>(refitted.with_sparse_allreduce(std::move(sar)));
+    // Every other line: fitted where the plan had groups of it, else as it was given.
+    for (auto& [name, costs] : prior.kept) refitted = refitted.with_line(name, std::move(costs));
+    for (const auto& [name, line] : f.lines)
+      if (name != "allgather" && line.groups > 0)
+        refitted = refitted.with_line(
+            name, CollectiveCosts{{{size, {line.fit.c0, line.fit.c1}}}, false, {}});
+    auto fitted = std::make_unique<AlphaBetaModel>(std::move(refitted));
     switch_plan(std::move(fitted), std::move(next_layers), rep);
   } catch (const std::exception& e) {
     host_.set_error(std::string("omgs: the closed loop's refit failed (") + e.what() +
@@ -129,9 +132,9 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
   Kokkos::Profiling::popRegion();
 }
 
-/// The fitted coefficients {topk c0, c1, allgather alpha, beta, sparse allreduce alpha, beta,
-/// its groups} and the layers' backward
-/// times (into next_layers), identical on every rank. The points are agreed first, in one
+/// The fitted lines (top-k and one per collective of the plan's sparse groups, the prior's
+/// others; plan/timeline_fit.hpp) and the layers' backward times (into next_layers),
+/// identical on every rank. The points are agreed first, in one
 /// allreduce of medians over the window: per layer the slowest rank's backward up to the
 /// end of that layer (cumulative: the layers' times are the differences, so that the pass
 /// takes as long as the slowest rank's; the slowest rank per layer, summed, would add up
@@ -139,8 +142,8 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
 /// sparsify (the slowest rank sets the pace: a group's allgather starts when the last rank
 /// posts it), and per group the fastest rank's allgather (the others' include waiting for
 /// the last rank to post, a skew of compute, not a cost of the network). Collective.
-std::vector<double> ClosedLoop::agreed_fit(const std::vector<double>& prior,
-                                           std::vector<LayerSpec>& next_layers, RefitReport& rep) {
+FittedModel ClosedLoop::agreed_fit(const FittedModel& prior, std::vector<LayerSpec>& next_layers,
+                                   RefitReport& rep) {
   const Plan& plan = host_.instance().plan;
   const std::size_t L = next_layers.size(), G = plan.groups.size();
   const MPI_Comm comm = host_.comm();
@@ -171,17 +174,12 @@ std::vector<double> ClosedLoop::agreed_fit(const std::vector<double>& prior,
   rep.group_allgather_s = p.allgather_s;
   // The sparse allreduce's line per byte of the pair wire in force (its model counts them).
   const TimelineFit f =
-      fit_points(plan.groups, p, config.workers, config.density, {prior[0], prior[1]},
-                 {prior[2], prior[3]}, {prior[4], prior[5]}, host_.wire_pair_bytes());
-  std::vector<double> c = {f.topk.c0,
-                           f.topk.c1,
-                           f.allgather.c0,
-                           f.allgather.c1,
-                           f.sparse_allreduce.c0,
-                           f.sparse_allreduce.c1,
-                           static_cast<double>(f.sparse_allreduce_groups)};
+      fit_points(plan.groups, p, config.workers, config.density, prior, host_.wire_pair_bytes());
+  FittedModel fitted{f.topk, f.lines};
+  std::vector<double> c = fitted.pack();
   max_over_ranks(comm, c);  // identical already (same points, same code): made certain
-  return c;
+  fitted.unpack(c);
+  return fitted;
 }
 
 /// Per layer the median of its measured backward times in the window; a layer never

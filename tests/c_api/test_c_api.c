@@ -114,6 +114,15 @@ int main(int argc, char** argv) {
   EXPECT(strstr(omgs_last_error(rt), "not ready") != NULL);
   EXPECT(strcmp(omgs_status_string(OMGS_NONFINITE_GRADIENT), "non-finite gradient") == 0);
   EXPECT(omgs_ready(NULL, 0) == OMGS_ERROR_INVALID_ARGUMENT);
+  /* The calibrated model's lines: one per collective timed (the sparse allreduce only where
+   * a plan may use it), each with its entry for this P. */
+  double alpha = -1, beta = -1, t = -1;
+  EXPECT(omgs_model_line(rt, "allgather", &alpha, &beta) == OMGS_OK && alpha >= 0 && beta >= 0);
+  EXPECT(omgs_model_line(rt, "allreduce", &alpha, &beta) == OMGS_OK && alpha >= 0 && beta >= 0);
+  EXPECT(omgs_model_collective_s(rt, "allreduce", 1000, &t) == OMGS_OK);
+  EXPECT(t == alpha + beta * 4000.0); /* the table's 4 n bytes */
+  EXPECT(omgs_model_line(rt, "sparse_allreduce", &alpha, &beta) == OMGS_ERROR_SETUP);
+  EXPECT(strstr(omgs_last_error(rt), "no line for \"sparse_allreduce\"") != NULL);
 
   if (!omgs_buffers_on_host()) { /* a device build: this program writes with the CPU */
     omgs_destroy(rt);
@@ -141,6 +150,7 @@ int main(int argc, char** argv) {
   EXPECT(rank != 0 || strstr(omgs_last_error(NULL), "unknown sparse exchange 'sparse'") != NULL);
   opt.sparse_exchange = "allreduce";
   EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_OK);
+  EXPECT(omgs_model_line(rt, "sparse_allreduce", &alpha, &beta) == OMGS_OK && alpha >= 0);
   iterate(rt, layers, rank, size, 0);
   omgs_destroy(rt);
 

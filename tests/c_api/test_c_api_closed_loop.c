@@ -128,6 +128,18 @@ static void check_loop_off(void) {
   EXPECT(strstr(omgs_last_error(rt), "path is NULL") != NULL);
   EXPECT(omgs_save_perf_model(rt, "") == OMGS_ERROR_INVALID_ARGUMENT);
   EXPECT(strstr(omgs_last_error(rt), "path is empty") != NULL);
+  /* The reference model: costs by name, no lines; the allgather only. */
+  double alpha = -1, beta = -1, s = -1;
+  EXPECT(omgs_model_line(rt, "allgather", &alpha, &beta) == OMGS_ERROR_SETUP);
+  EXPECT(strstr(omgs_last_error(rt), "not an alpha-beta model") != NULL && alpha == -1);
+  EXPECT(omgs_model_collective_s(rt, "allgather", 10000, &s) == OMGS_OK && s > 0);
+  EXPECT(omgs_model_collective_s(rt, "allreduce", 10000, &s) == OMGS_ERROR_SETUP);
+  EXPECT(strstr(omgs_last_error(rt), "no dense allreduce cost") != NULL);
+  EXPECT(omgs_model_collective_s(rt, "ring", 10000, &s) == OMGS_ERROR_SETUP);
+  EXPECT(strstr(omgs_last_error(rt), "no collective named \"ring\"") != NULL);
+  EXPECT(omgs_model_line(NULL, "allgather", &alpha, &beta) == OMGS_ERROR_INVALID_ARGUMENT);
+  EXPECT(omgs_model_line(rt, NULL, &alpha, &beta) == OMGS_ERROR_INVALID_ARGUMENT);
+  EXPECT(omgs_model_collective_s(rt, "allgather", 1, NULL) == OMGS_ERROR_INVALID_ARGUMENT);
   omgs_destroy(rt);
 }
 
@@ -155,6 +167,22 @@ static void check_report(const omgs_refit_report* rep) {
   h = hash_bytes(&rep->predicted_current_s, sizeof(double), h);
   h = hash_bytes(&rep->predicted_candidate_s, sizeof(double), h);
   EXPECT(same_everywhere_u64(h)); /* agreed: bit-identical on every rank */
+}
+
+/* The refitted model's lines by name: the allgather's, fitted (the reference model had no
+ * other); its prediction is its line's alpha + beta * P k 8 bytes, the same on every rank. */
+static void check_lines(const omgs_runtime* rt) {
+  double alpha = -1, beta = -1, s = -1;
+  const double density = omgs_density(rt);
+  const uint64_t numel = 10000, k = (uint64_t)ceil(density * (double)numel);
+  EXPECT(omgs_model_line(rt, "allgather", &alpha, &beta) == OMGS_OK);
+  EXPECT(alpha >= 0 && beta >= 0 && isfinite(alpha) && isfinite(beta));
+  EXPECT(omgs_model_collective_s(rt, "allgather", numel, &s) == OMGS_OK);
+  const double expected = alpha + beta * ((double)size * (double)k * 8.0);
+  EXPECT(fabs(s - expected) <= 1e-12 * expected);
+  EXPECT(omgs_model_line(rt, "allreduce", &alpha, &beta) == OMGS_ERROR_SETUP);
+  EXPECT(strstr(omgs_last_error(rt), "no line for \"allreduce\"") != NULL);
+  EXPECT(same_everywhere_u64(hash_bytes(&s, sizeof s, 0)));
 }
 
 /* Loop on: refits at the end of each window, bounded replans, the fitted model saved and
@@ -190,6 +218,7 @@ static void check_loop_on(void) {
   EXPECT(omgs_last_refit(rt, &rep) == OMGS_OK);
   check_report(&rep);
   EXPECT(!rep.switched); /* a switch is verified by one more window: settled after a keep */
+  check_lines(rt);
 
   /* Saved by every rank: the same bytes everywhere; a later run reads rank 0's file. */
   char mine[64];
@@ -212,6 +241,10 @@ static void check_loop_on(void) {
   if (rt2 != NULL) {
     EXPECT(omgs_save_perf_model(rt2, mine) == OMGS_OK); /* the model it runs with */
     EXPECT(file_hash(mine, &bytes2) == h && bytes2 == bytes);
+    double a1 = -1, b1 = -1, a2 = -2, b2 = -2;
+    EXPECT(omgs_model_line(rt, "allgather", &a1, &b1) == OMGS_OK);
+    EXPECT(omgs_model_line(rt2, "allgather", &a2, &b2) == OMGS_OK);
+    EXPECT(a1 == a2 && b1 == b2); /* the saved line, read back bit for bit */
     omgs_destroy(rt2);
   }
   MPI_Barrier(MPI_COMM_WORLD);

@@ -6,7 +6,9 @@
 //    accepts any finite coefficient, and c1 * n * log2(n) or beta * bytes overflow to +inf
 //    for coefficients near DBL_MAX: that is arithmetic, not a bug);
 //  * accept check_workers for every `workers` of its table and refuse P = 0;
-//  * predict sparse allreduce times >= 0 (never NaN) wherever it knows them.
+//  * predict sparse allreduce times >= 0 (never NaN) wherever it knows them;
+//  * keep every collective's line (table and formula) by name through the round trip and
+//    predict each >= 0 (never NaN) wherever it knows P.
 // A violation prints a message on stderr and aborts.
 #include <cmath>
 #include <cstddef>
@@ -70,6 +72,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     OMGS_FUZZ_REQUIRE(same_bits(it->second.beta_s_per_byte, ab.beta_s_per_byte),
                       num(ab.beta_s_per_byte) + " -> " + num(it->second.beta_s_per_byte));
   }
+  // Every collective's line by name: the same tables and formulas, bit for bit.
+  OMGS_FUZZ_REQUIRE(again->lines().size() == model->lines().size(), json);
+  for (const auto& [name, costs] : model->lines()) {
+    const omgs::CollectiveCosts* back = again->line(name);
+    OMGS_FUZZ_REQUIRE(back != nullptr, "line " + name + " lost\n" + json);
+    OMGS_FUZZ_REQUIRE(back->table.size() == costs.table.size(), name + "\n" + json);
+    for (const auto& [p, ab] : costs.table) {
+      const auto it = back->table.find(p);
+      OMGS_FUZZ_REQUIRE(it != back->table.end() && same_bits(it->second.alpha_s, ab.alpha_s) &&
+                            same_bits(it->second.beta_s_per_byte, ab.beta_s_per_byte),
+                        name + " workers " + std::to_string(p) + "\n" + json);
+    }
+    const omgs::CollectiveFormula& f = costs.formula;
+    const omgs::CollectiveFormula& g = back->formula;
+    OMGS_FUZZ_REQUIRE(back->has_formula == costs.has_formula && same_bits(f.alpha_s, g.alpha_s) &&
+                          same_bits(f.alpha_log2p_s, g.alpha_log2p_s) &&
+                          same_bits(f.alpha_p_s, g.alpha_p_s) &&
+                          same_bits(f.beta_s_per_byte, g.beta_s_per_byte),
+                      name + "_formula\n" + json);
+  }
   OMGS_FUZZ_REQUIRE(again->to_json() == json, json + "\n" + again->to_json());
   OMGS_FUZZ_REQUIRE(!model->describe().empty(), json);
 
@@ -118,6 +140,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       OMGS_FUZZ_REQUIRE(!std::isnan(t) && t >= 0.0,
                         "numel " + std::to_string(n) + ", workers " + std::to_string(p) +
                             ": sparse_allreduce_s " + num(t) + "\n" + json);
+    }
+  }
+  // Every line by name: >= 0, never NaN, where it knows P; the built-ins' virtuals agree.
+  for (const auto& [name, costs] : model->lines()) {
+    for (const int p : {1, 3, 64, 4096}) {
+      if (!model->knows_collective(name, p)) continue;
+      for (const std::uint64_t n : numels) {
+        const double t = model->collective_s(name, n, p, 1e-3);
+        OMGS_FUZZ_REQUIRE(!std::isnan(t) && t >= 0.0, name + ": numel " + std::to_string(n) +
+                                                          ", workers " + std::to_string(p) + ": " +
+                                                          num(t) + "\n" + json);
+        if (name == "allreduce")
+          OMGS_FUZZ_REQUIRE(same_bits(t, model->allreduce_s(n, p)), name + "\n" + json);
+      }
     }
   }
   bool refused = false;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <omgs/plan.hpp>
@@ -15,6 +16,15 @@ using omgs::detail::group_costs;
 using omgs::detail::TimelineFit;
 
 namespace {
+
+// The fit's prior: the top-k's line and the lines by collective name.
+omgs::detail::FittedModel prior(omgs::detail::LinearFit topk,
+                                std::map<std::string, omgs::detail::LinearFit> lines = {}) {
+  omgs::detail::FittedModel m;
+  m.topk = topk;
+  for (const auto& [name, fit] : lines) m.lines[name].fit = fit;
+  return m;
+}
 
 std::vector<omgs::LayerSpec> layers_of(std::size_t L) {
   std::vector<omgs::LayerSpec> layers;
@@ -53,13 +63,13 @@ TEST_CASE("the fit recovers known top-k and allgather costs from timelines",
   std::vector<omgs::Timeline> runs(7, p.predicted);
   for (auto& g : runs[2].groups) g.topk_end_s += 0.05;
   for (auto& g : runs[5].groups) g.comm_end_s += 0.02;
-  const TimelineFit f = fit_timelines(p.groups, runs.data(), runs.size(), 4, 0.01, {}, {});
+  const TimelineFit f = fit_timelines(p.groups, runs.data(), runs.size(), 4, 0.01, {});
   CHECK(f.sizes == 40);
   CHECK(f.intercepts_fitted);
   CHECK(f.topk.c0 == Approx(80e-6).epsilon(1e-6));
   CHECK(f.topk.c1 == Approx(2e-9).epsilon(1e-6));
-  CHECK(f.allgather.c0 == Approx(300e-6).epsilon(1e-6));
-  CHECK(f.allgather.c1 == Approx(1e-9).epsilon(1e-6));
+  CHECK(f.line("allgather").c0 == Approx(300e-6).epsilon(1e-6));
+  CHECK(f.line("allgather").c1 == Approx(1e-9).epsilon(1e-6));
 }
 
 TEST_CASE("the fit survives noise on every point", "[plan][fit][closed-loop]") {
@@ -84,11 +94,11 @@ TEST_CASE("the fit survives noise on every point", "[plan][fit][closed-loop]") {
       comm = t.comm_end_s;
     }
   }
-  const TimelineFit f = fit_timelines(p.groups, runs.data(), runs.size(), 4, 0.01, {}, {});
+  const TimelineFit f = fit_timelines(p.groups, runs.data(), runs.size(), 4, 0.01, {});
   CHECK(f.topk.c0 == Approx(80e-6 * 1.05).epsilon(0.08));
   CHECK(f.topk.c1 == Approx(2e-9 * 1.05).epsilon(0.08));
-  CHECK(f.allgather.c0 == Approx(300e-6 * 1.05).epsilon(0.08));
-  CHECK(f.allgather.c1 == Approx(1e-9 * 1.05).epsilon(0.08));
+  CHECK(f.line("allgather").c0 == Approx(300e-6 * 1.05).epsilon(0.08));
+  CHECK(f.line("allgather").c1 == Approx(1e-9 * 1.05).epsilon(0.08));
 }
 
 TEST_CASE("one group: the intercepts come from the prior, the slopes are fitted",
@@ -96,16 +106,17 @@ TEST_CASE("one group: the intercepts come from the prior, the slopes are fitted"
   const auto layers = layers_of(10);
   const omgs::Plan p = omgs::make_plan(omgs::Planner::single, layers, truth, config);
   std::vector<omgs::Timeline> runs(3, p.predicted);
-  const TimelineFit f =
-      fit_timelines(p.groups, runs.data(), runs.size(), 4, 0.01, {80e-6, 0.0}, {300e-6, 0.0});
+  const TimelineFit f = fit_timelines(p.groups, runs.data(), runs.size(), 4, 0.01,
+                                      prior({80e-6, 0.0}, {{"allgather", {300e-6, 0.0}}}));
   CHECK(f.sizes == 1);
   CHECK_FALSE(f.intercepts_fitted);
   CHECK(f.topk.c0 == 80e-6);
   CHECK(f.topk.c1 == Approx(2e-9).epsilon(1e-9));
-  CHECK(f.allgather.c0 == 300e-6);
-  CHECK(f.allgather.c1 == Approx(1e-9).epsilon(1e-9));
+  CHECK(f.line("allgather").c0 == 300e-6);
+  CHECK(f.line("allgather").c1 == Approx(1e-9).epsilon(1e-9));
   // A prior above the measured cost is capped at it (the slope cannot go negative).
-  const TimelineFit g = fit_timelines(p.groups, runs.data(), 1, 4, 0.01, {1.0, 0.0}, {1.0, 0.0});
+  const TimelineFit g = fit_timelines(p.groups, runs.data(), 1, 4, 0.01,
+                                      prior({1.0, 0.0}, {{"allgather", {1.0, 0.0}}}));
   CHECK(g.topk.c0 == Approx(truth.topk_s(p.groups[0].numel)));
   CHECK(g.topk.c1 == 0.0);
 }
@@ -115,9 +126,9 @@ TEST_CASE("a fitted model plans: the closed loop's mgs equals mgs on the true mo
   const auto layers = layers_of(30);
   const omgs::Plan lw = omgs::make_plan(omgs::Planner::layerwise, layers, truth, config);
   std::vector<omgs::Timeline> runs(3, lw.predicted);
-  const TimelineFit f = fit_timelines(lw.groups, runs.data(), runs.size(), 4, 0.01, {}, {});
+  const TimelineFit f = fit_timelines(lw.groups, runs.data(), runs.size(), 4, 0.01, {});
   const omgs::AlphaBetaModel fitted(omgs::TopkForm::linear, f.topk.c0, f.topk.c1,
-                                    {{4, {f.allgather.c0, f.allgather.c1}}});
+                                    {{4, {f.line("allgather").c0, f.line("allgather").c1}}});
   const omgs::Plan a = omgs::make_plan(omgs::Planner::mgs, layers, fitted, config);
   const omgs::Plan b = omgs::make_plan(omgs::Planner::mgs, layers, truth, config);
   REQUIRE(a.groups.size() == b.groups.size());
@@ -140,16 +151,16 @@ TEST_CASE("near-zero points do not decide the line: the plan's measured costs ar
     groups.push_back({end - 1, end, n, omgs::Collective::sparse});
     --end;
   }
-  const TimelineFit f = omgs::detail::fit_points(groups, p, 4, 0.001, {}, {});
+  const TimelineFit f = omgs::detail::fit_points(groups, p, 4, 0.001, {});
   double topk = 0, topk_measured = 0, allgather = 0, allgather_measured = 0;
   for (std::size_t g = 0; g < numel.size(); ++g) {
     const double bytes = omgs::AlphaBetaModel::bytes_received(numel[g], 4, 0.001);
     topk += f.topk.c0 + f.topk.c1 * static_cast<double>(numel[g]);
-    allgather += f.allgather.c0 + f.allgather.c1 * bytes;
+    allgather += f.line("allgather").c0 + f.line("allgather").c1 * bytes;
     topk_measured += p.sparsify_s[g];
     allgather_measured += p.allgather_s[g];
   }
-  CHECK(f.allgather.c1 > 0);
+  CHECK(f.line("allgather").c1 > 0);
   CHECK(topk == Approx(topk_measured).epsilon(0.1));
   CHECK(allgather == Approx(allgather_measured).epsilon(0.1));
   CHECK(f.topk.c0 + f.topk.c1 * 130722792.0 == Approx(0.289).epsilon(0.1));
@@ -169,35 +180,76 @@ TEST_CASE("the fit keeps the sparse allreduce's groups on their own line",
     groups[g].collective = omgs::Collective::sparse_allreduce;
   const omgs::Timeline t = omgs::predict(layers, groups, model, config);
   const auto points = omgs::detail::group_medians(groups.size(), &t, 1);
-  const TimelineFit f = omgs::detail::fit_points(groups, points, 4, 0.01, {}, {});
-  CHECK(f.sparse_allreduce_groups == 20);
+  const TimelineFit f = omgs::detail::fit_points(groups, points, 4, 0.01, {});
+  CHECK(f.groups("sparse_allreduce") == 20);
   CHECK(f.topk.c0 == Approx(80e-6).epsilon(1e-6));
   CHECK(f.topk.c1 == Approx(2e-9).epsilon(1e-6));
-  CHECK(f.allgather.c0 == Approx(300e-6).epsilon(1e-6));
-  CHECK(f.allgather.c1 == Approx(1e-9).epsilon(1e-6));
-  CHECK(f.sparse_allreduce.c0 == Approx(500e-6).epsilon(1e-6));
-  CHECK(f.sparse_allreduce.c1 == Approx(3e-9).epsilon(1e-6));
+  CHECK(f.line("allgather").c0 == Approx(300e-6).epsilon(1e-6));
+  CHECK(f.line("allgather").c1 == Approx(1e-9).epsilon(1e-6));
+  CHECK(f.line("sparse_allreduce").c0 == Approx(500e-6).epsilon(1e-6));
+  CHECK(f.line("sparse_allreduce").c1 == Approx(3e-9).epsilon(1e-6));
   // Without such groups the prior stays; with only them, the allgather's prior stays.
   const auto sparse_only = omgs::make_plan(omgs::Planner::layerwise, layers, truth, config).groups;
   const omgs::Timeline ts = omgs::predict(layers, sparse_only, truth, config);
   const TimelineFit g =
       omgs::detail::fit_points(sparse_only, omgs::detail::group_medians(sparse_only.size(), &ts, 1),
-                               4, 0.01, {}, {}, {7e-6, 8e-9});
-  CHECK(g.sparse_allreduce_groups == 0);
-  CHECK(g.sparse_allreduce.c0 == 7e-6);
-  CHECK(g.sparse_allreduce.c1 == 8e-9);
+                               4, 0.01, prior({}, {{"sparse_allreduce", {7e-6, 8e-9}}}));
+  CHECK(g.groups("sparse_allreduce") == 0);
+  CHECK(g.line("sparse_allreduce").c0 == 7e-6);
+  CHECK(g.line("sparse_allreduce").c1 == 8e-9);
   for (omgs::Group& gr : groups) gr.collective = omgs::Collective::sparse_allreduce;
   const omgs::Timeline ta = omgs::predict(layers, groups, model, config);
-  const TimelineFit h = omgs::detail::fit_points(
-      groups, omgs::detail::group_medians(groups.size(), &ta, 1), 4, 0.01, {}, {1e-5, 2e-9});
-  CHECK(h.allgather.c0 == 1e-5);
-  CHECK(h.allgather.c1 == 2e-9);
-  CHECK(h.sparse_allreduce.c1 == Approx(3e-9).epsilon(1e-6));
+  const TimelineFit h =
+      omgs::detail::fit_points(groups, omgs::detail::group_medians(groups.size(), &ta, 1), 4, 0.01,
+                               prior({}, {{"allgather", {1e-5, 2e-9}}}));
+  CHECK(h.line("allgather").c0 == 1e-5);
+  CHECK(h.line("allgather").c1 == 2e-9);
+  CHECK(h.line("sparse_allreduce").c1 == Approx(3e-9).epsilon(1e-6));
   // Measured with the compact pair format (3.9 bytes per pair): fitted on its bytes, the
   // same line comes back.
   const omgs::Timeline tc = omgs::predict(layers, groups, model.with_pair_bytes(3.9), config);
   const TimelineFit c = omgs::detail::fit_points(
-      groups, omgs::detail::group_medians(groups.size(), &tc, 1), 4, 0.01, {}, {}, {}, 3.9);
-  CHECK(c.sparse_allreduce.c0 == Approx(500e-6).epsilon(1e-6));
-  CHECK(c.sparse_allreduce.c1 == Approx(3e-9).epsilon(1e-6));
+      groups, omgs::detail::group_medians(groups.size(), &tc, 1), 4, 0.01, {}, 3.9);
+  CHECK(c.line("sparse_allreduce").c0 == Approx(500e-6).epsilon(1e-6));
+  CHECK(c.line("sparse_allreduce").c1 == Approx(3e-9).epsilon(1e-6));
+}
+
+TEST_CASE("fitted lines by name: one per collective of the plan, packed in a fixed order",
+          "[plan][fit][closed-loop]") {
+  const auto layers = layers_of(20);
+  std::vector<omgs::Group> groups =
+      omgs::make_plan(omgs::Planner::layerwise, layers, truth, config).groups;
+  const omgs::Timeline t = omgs::predict(layers, groups, truth, config);
+  // An all-allgather plan fits the allgather's line only; the prior's other lines stay.
+  const TimelineFit f =
+      omgs::detail::fit_points(groups, omgs::detail::group_medians(groups.size(), &t, 1), 4, 0.01,
+                               prior({}, {{"sparse_allreduce", {7e-6, 8e-9}}}));
+  REQUIRE(f.lines.size() == 2);
+  CHECK(f.groups("allgather") == groups.size());
+  CHECK(f.groups("sparse_allreduce") == 0);
+  CHECK(f.line("sparse_allreduce").c1 == 8e-9);
+  CHECK(f.line("no_such_line").c0 == 0.0);
+  // A dense group has no line of the timeline fit.
+  double x = -1.0;
+  omgs::Group dense = groups[0];
+  dense.collective = omgs::Collective::dense;
+  CHECK(omgs::detail::fit_line(dense, 4, 0.01, 8.0, x) == nullptr);
+  CHECK(std::string(omgs::detail::fit_line(groups[0], 4, 0.01, 8.0, x)) == "allgather");
+  CHECK(x == omgs::AlphaBetaModel::bytes_received(groups[0].numel, 4, 0.01));
+
+  // pack(): the top-k, then c0, c1 and groups of each line in name order; unpack() back.
+  omgs::detail::FittedModel m{f.topk, f.lines};
+  std::vector<double> v = m.pack();
+  REQUIRE(v.size() == 2 + 3 * 2);
+  CHECK(v[0] == f.topk.c0);
+  CHECK(v[2] == f.line("allgather").c0);
+  CHECK(v[4] == static_cast<double>(groups.size()));
+  CHECK(v[5] == 7e-6);
+  v[6] = 1.0;  // another rank's larger slope
+  m.unpack(v);
+  CHECK(m.find("sparse_allreduce")->fit.c1 == 1.0);
+  CHECK(m.find("allgather")->groups == groups.size());
+  CHECK(m.find("allreduce") == nullptr);
+  v.pop_back();
+  CHECK_THROWS_AS(m.unpack(v), omgs::Error);
 }
