@@ -5,8 +5,8 @@
 
 #include <omgs/plan.hpp>
 
+#include "plan/collective_table.hpp"
 #include "plan/pipeline.hpp"
-#include "plan/sparse_exchange.hpp"
 
 namespace omgs {
 
@@ -116,10 +116,12 @@ std::vector<Group> groups_from_cuts(const std::vector<char>& cut, std::size_t nu
 std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfModel& model,
                               const PlanConfig& config) {
   const std::size_t L = layers.size();
-  if (L <= 1) return {{0, L, 0}};
+  if (L <= 1) return detail::with_sparse_rows(layers, {{0, L, 0}}, model, config);
   auto topk = [&](std::uint64_t n) { return model.topk_s(n); };
-  // The sparse group's exchange as config.sparse_exchange asks (allgather by default).
-  auto allgather = [&](std::uint64_t n) { return detail::sparse_cost(model, n, config).comm_s; };
+  // A group's exchange: the fastest allowed row with a top-k (the allgather by default).
+  const detail::PlanRows rows(model, config, detail::PlanRows::Kinds::sparsifying);
+  rows.require("the mgs planner");
+  auto allgather = [&](std::uint64_t n) { return rows.pick(0, n).comm_s; };
 
   struct Entry {               // one index of the seed's arrays
     detail::PipelineState in;  // taob and the communication end (taoc + tc) of the index above
@@ -159,7 +161,10 @@ std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfMo
       cur = entry(detail::pipeline_after(cur.t), tb_below, p_below);
     }
   }
-  return groups_from_cuts(cut, L);
+  std::vector<Group> groups = groups_from_cuts(cut, L);
+  for (Group& g : groups)
+    g.collective = rows.pick(0, detail::group_sums(layers, g).numel).collective;
+  return groups;
 }
 
 std::vector<Group> groups_layerwise(const std::vector<LayerSpec>& layers) {
@@ -193,29 +198,45 @@ std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
 std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
                                              const PerfModel& model, const PlanConfig& config) {
   const std::size_t L = layers.size();
-  const bool choices = model.knows_allreduce(config.workers);
-  const std::size_t max_layers = choices ? 12 : 20;
+  const detail::PlanRows rows(model, config, detail::PlanRows::Kinds::all);
+  rows.require("the exhaustive optimal planner");
+  const std::uint64_t classes = rows.classes();
+  const std::size_t max_layers = classes > 1 ? 12 : 20;
   if (L > max_layers)
     throw Error("omgs: the exhaustive optimal planner tries 2^(L-1) groupings" +
-                std::string(choices ? " and both collectives of each group" : "") +
+                std::string(classes > 1 ? " and every collective of each group" : "") +
                 " and accepts at most " + std::to_string(max_layers) + " layers, not " +
                 std::to_string(L));
   std::vector<Group> best;
   double best_end = 0.0;
+  bool best_served = false;
+  std::vector<detail::RowPick> picks;
   std::vector<char> cut(L, 0);
   const std::uint64_t count = std::uint64_t{1} << (L - 1);
   for (std::uint64_t mask = 0; mask < count; ++mask) {
     for (std::size_t l = 1; l < L; ++l) cut[l] = static_cast<char>((mask >> (l - 1)) & 1u);
     std::vector<Group> groups = groups_from_cuts(cut, L);
-    const std::uint64_t kinds = choices ? std::uint64_t{1} << groups.size() : 1;
-    for (std::uint64_t dense = 0; dense < kinds; ++dense) {
-      for (std::size_t g = 0; g < groups.size(); ++g)
-        groups[g].collective = (dense >> g) & 1u ? Collective::dense : Collective::sparse;
-      groups = detail::with_sparse_exchange(layers, std::move(groups), model, config);
+    picks.clear();            // picks[g * classes + c]: group g's pick of class c
+    std::uint64_t kinds = 1;  // classes^groups: one class per group, digit g in base classes
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const std::uint64_t numel = detail::group_sums(layers, groups[g]).numel;
+      for (std::size_t c = 0; c < classes; ++c) picks.push_back(rows.pick(c, numel));
+      kinds *= classes;
+    }
+    for (std::uint64_t choice = 0; choice < kinds; ++choice) {
+      bool served = true;
+      std::uint64_t digits = choice;
+      for (std::size_t g = 0; g < groups.size(); ++g, digits /= classes) {
+        const detail::RowPick& pick = picks[g * classes + digits % classes];
+        served = served && pick.serves;
+        groups[g].collective = pick.collective;
+      }
+      if (best_served && !served) continue;  // a group no allowed row can serve
       const double end = predict(layers, groups, model, config).iteration_end_s;
-      if (best.empty() || end < best_end) {
+      if (best.empty() || (served && !best_served) || end < best_end) {
         best_end = end;
         best = groups;
+        best_served = served;
       }
     }
   }
@@ -232,17 +253,19 @@ namespace {
 // The simpler collective mix: one kind only (0), else the number of groups not of the
 // most common kind.
 std::size_t mix_complexity(const Plan& plan) {
-  std::size_t count[3] = {0, 0, 0};
-  for (const Group& g : plan.groups) ++count[static_cast<std::size_t>(g.collective) % 3];
-  return plan.groups.size() - std::max({count[0], count[1], count[2]});
+  std::size_t count[256] = {};
+  std::size_t most = 0;
+  for (const Group& g : plan.groups)
+    most = std::max(most, ++count[static_cast<std::size_t>(g.collective)]);
+  return plan.groups.size() - most;
 }
 
-// A plan whose groups all use the dense allreduce, or all the sparse allreduce: what a user
-// gets without omgs' choice (dense data parallelism, an Ok-Topk-style sparse allreduce).
+// A plan whose groups all use one collective whose row is a baseline (the dense allreduce,
+// the sparse allreduce): what a user gets without omgs' choice.
 bool is_baseline(const Plan& plan) {
   if (plan.groups.empty()) return false;
   const Collective c = plan.groups.front().collective;
-  if (c != Collective::dense && c != Collective::sparse_allreduce) return false;
+  if (!detail::collective_row(c).baseline) return false;
   return std::all_of(plan.groups.begin(), plan.groups.end(),
                      [c](const Group& g) { return g.collective == c; });
 }
@@ -301,9 +324,10 @@ const std::vector<Planner>& automatic_candidates(const PerfModel& model, int wor
 
 namespace {
 
-/// The candidates' plans, each planned once (threshold only with threshold_numel > 0). With
-/// SparseExchange::automatic, MGS with every group on the sparse allreduce joins them: a
-/// baseline that near-ties never go above (choose_plan).
+/// The candidates' plans, each planned once (threshold only with threshold_numel > 0). When
+/// more than one collective with a top-k is usable (SparseExchange::automatic), MGS with
+/// every group on each baseline one of them (the sparse allreduce) joins them: a baseline
+/// that near-ties never go above (choose_plan).
 std::vector<Plan> plan_candidates(const std::vector<Planner>& planners,
                                   const std::vector<LayerSpec>& layers, const PerfModel& model,
                                   const PlanConfig& config, const OptimalBudget& budget) {
@@ -311,11 +335,19 @@ std::vector<Plan> plan_candidates(const std::vector<Planner>& planners,
   for (Planner p : planners)
     if (p != Planner::threshold || config.threshold_numel != 0)
       plans.push_back(make_plan(p, layers, model, config, budget));
-  if (config.sparse_exchange == SparseExchange::automatic &&
-      model.knows_sparse_allreduce(config.workers)) {
-    PlanConfig all = config;
-    all.sparse_exchange = SparseExchange::allreduce;
-    plans.push_back(make_plan(Planner::mgs, layers, model, all, budget));
+  const CollectiveSet allowed = allowed_collectives(config);
+  std::vector<const detail::CollectiveRow*> sparse;
+  for (const detail::CollectiveRow& r : detail::collective_rows())
+    if (r.sparsifies && allowed.contains(r.id) && r.known(model, config.workers))
+      sparse.push_back(&r);
+  if (sparse.size() < 2) return plans;
+  for (const detail::CollectiveRow* r : sparse) {
+    if (!r->baseline) continue;
+    PlanConfig only = config;
+    only.collectives = allowed;
+    for (const detail::CollectiveRow* other : sparse)
+      if (other != r) only.collectives.erase(other->id);
+    plans.push_back(make_plan(Planner::mgs, layers, model, only, budget));
   }
   return plans;
 }
@@ -330,22 +362,23 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
   if (config.workers < 1)
     throw Error("omgs: workers = " + std::to_string(config.workers) + " (must be >= 1)");
   model.check_workers(config.workers);
-  detail::check_sparse_exchange(model, config);
+  detail::check_collectives(model, config);
   std::vector<Group> groups;
   switch (planner) {
     case Planner::mgs:
       groups = groups_mgs(layers, model, config);
       break;
     case Planner::layerwise:
-      groups = groups_layerwise(layers);
+      groups = detail::with_sparse_rows(layers, groups_layerwise(layers), model, config);
       break;
     case Planner::single:
-      groups = groups_single(layers);
+      groups = detail::with_sparse_rows(layers, groups_single(layers), model, config);
       break;
     case Planner::threshold:
       if (config.threshold_numel == 0)
         throw Error("omgs: the threshold planner needs threshold_numel > 0");
-      groups = groups_threshold(layers, config.threshold_numel);
+      groups = detail::with_sparse_rows(layers, groups_threshold(layers, config.threshold_numel),
+                                        model, config);
       break;
     case Planner::optimal: {
       OptimalResult r = search_optimal(layers, model, config, budget);
@@ -373,7 +406,6 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
           plan_candidates(mixed_candidates(model, config.workers), layers, model, config, budget),
           config.choice_margin);
   }
-  groups = detail::with_sparse_exchange(layers, std::move(groups), model, config);
   return make_plan_from_groups(planner, layers, std::move(groups), model, config);
 }
 
