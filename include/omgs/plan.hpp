@@ -175,6 +175,10 @@ struct PlanConfig {
   /// Bytes per rank a group's exchange may allocate (0: no limit): the choosing planners
   /// (mgs_mixed, optimal, dense) give no group a collective that would need more.
   std::uint64_t memory_budget_bytes = 0;
+  /// The largest element count one MPI call of a group's exchange may pass (0: no limit, as
+  /// predictions of what the collectives cost assume; INT_MAX: MPI's int counts, which the
+  /// runtime's wires refuse to pass): the choosing planners keep within it too.
+  std::uint64_t max_mpi_count = 0;
 };
 
 /// config.collectives if not empty, else what config.sparse_exchange says: allgather:

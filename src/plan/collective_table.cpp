@@ -3,7 +3,6 @@
 #include "plan/collective_table.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <string>
 
 namespace omgs::detail {
@@ -96,11 +95,25 @@ std::string known_names() {
 }  // namespace
 
 bool serves(const CollectiveRow& row, std::uint64_t numel, int workers, double density,
-            std::uint64_t memory_budget_bytes) {
-  if (row.max_mpi_count(numel, workers, density) > static_cast<std::uint64_t>(INT_MAX))
+            const ServeLimits& limits) {
+  if (limits.max_mpi_count != 0 &&
+      row.max_mpi_count(numel, workers, density) > limits.max_mpi_count)
     return false;
-  return memory_budget_bytes == 0 ||
-         row.memory_bytes(numel, workers, density) <= static_cast<double>(memory_budget_bytes);
+  return limits.memory_budget_bytes == 0 || row.memory_bytes(numel, workers, density) <=
+                                                static_cast<double>(limits.memory_budget_bytes);
+}
+
+bool serves_groups(const std::vector<LayerSpec>& layers, const std::vector<Group>& groups,
+                   const PlanConfig& config) {
+  const ServeLimits limits = serve_limits(config);
+  if (limits.max_mpi_count == 0 && limits.memory_budget_bytes == 0) return true;
+  for (const Group& g : groups) {
+    std::uint64_t numel = 0;
+    for (std::size_t l = g.begin; l < g.end && l < layers.size(); ++l) numel += layers[l].numel;
+    if (!serves(collective_row(g.collective), numel, config.workers, config.density, limits))
+      return false;
+  }
+  return true;
 }
 
 const std::vector<CollectiveRow>& collective_rows() {
@@ -141,7 +154,8 @@ PlanRows::PlanRows(const PerfModel& model, const PlanConfig& config, Kinds kinds
     : model_(model),
       workers_(config.workers),
       density_(config.density),
-      budget_(config.memory_budget_bytes),
+      limits_(serve_limits(config)),
+      unlimited_(limits_.max_mpi_count == 0 && limits_.memory_budget_bytes == 0),
       kinds_(kinds) {
   const CollectiveSet allowed = allowed_collectives(config);
   for (bool top_k : {true, false}) {
@@ -170,20 +184,15 @@ void PlanRows::require(const std::string& who) const {
               std::to_string(workers_) + " (allowed: PlanConfig::collectives or sparse_exchange)");
 }
 
-RowPick PlanRows::pick(std::size_t c, std::uint64_t numel) const {
-  const std::vector<const CollectiveRow*>& rows = classes_[c].rows;
-  if (rows.size() == 1) {  // the common case, once per group and class in the searches
-    const CollectiveRow& r = *rows.front();
-    return {r.time_s(model_, numel, workers_, density_), r.id,
-            serves(r, numel, workers_, density_, budget_)};
-  }
+RowPick PlanRows::pick_among(const Class& k, std::uint64_t numel) const {
+  const std::vector<const CollectiveRow*>& rows = k.rows;
   RowPick best, any;
   bool found = false, any_found = false;
   for (const CollectiveRow* r : rows) {
     const double t = r->time_s(model_, numel, workers_, density_);
     if (!any_found || t < any.comm_s) any = {t, r->id, false};
     any_found = true;
-    if (!serves(*r, numel, workers_, density_, budget_)) continue;
+    if (!serves(*r, numel, workers_, density_, limits_)) continue;
     if (!found || t < best.comm_s) best = {t, r->id, true};
     found = true;
   }

@@ -41,11 +41,26 @@ struct CollectiveRow {
   std::function<std::uint64_t(std::uint64_t numel, int workers, double density)> max_mpi_count;
 };
 
-/// Whether `row` can serve a group of numel elements among `workers` ranks: its MPI counts
-/// fit an int (INT_MAX, as the wires' set-up checks) and its memory per rank fits
-/// memory_budget_bytes (0: no limit).
+/// What a run lets one group's exchange use (PlanConfig::max_mpi_count and
+/// memory_budget_bytes; 0: no limit).
+struct ServeLimits {
+  std::uint64_t max_mpi_count = 0;
+  std::uint64_t memory_budget_bytes = 0;
+};
+inline ServeLimits serve_limits(const PlanConfig& config) {
+  return {config.max_mpi_count, config.memory_budget_bytes};
+}
+/// The limits of a run on MPI's int counts (INT_MAX, as the wires' set-up checks refuse).
+inline constexpr std::uint64_t mpi_int_count = 2147483647;
+
+/// Whether `row` can serve a group of numel elements among `workers` ranks: its largest MPI
+/// count and its memory per rank are within the limits.
 bool serves(const CollectiveRow& row, std::uint64_t numel, int workers, double density,
-            std::uint64_t memory_budget_bytes);
+            const ServeLimits& limits);
+
+/// Whether every group's collective serves it (within the config's limits).
+bool serves_groups(const std::vector<LayerSpec>& layers, const std::vector<Group>& groups,
+                   const PlanConfig& config);
 
 /// Every row, indexed by id: the built-in ones (sparse, dense, sparse_allreduce), then the
 /// registered ones. Registration happens before planning (at start-up, or at the start of
@@ -83,7 +98,12 @@ class PlanRows {
   /// Whether class c's rows have a top-k.
   bool sparsifies(std::size_t c) const { return classes_[c].sparsifies; }
   /// The fastest row of class c that serves a group of numel elements.
-  RowPick pick(std::size_t c, std::uint64_t numel) const;
+  RowPick pick(std::size_t c, std::uint64_t numel) const {
+    const Class& k = classes_[c];
+    if (k.rows.size() == 1 && unlimited_)  // the common case, inline: the searches' hot path
+      return {k.rows.front()->time_s(model_, numel, workers_, density_), k.rows.front()->id, true};
+    return pick_among(k, numel);
+  }
   /// The class with a top-k, or classes() if none is usable.
   std::size_t sparsifying_class() const;
   /// Throws omgs::Error if there is no class: the model's own error for the first allowed
@@ -95,10 +115,13 @@ class PlanRows {
     bool sparsifies = false;
     std::vector<const CollectiveRow*> rows;  // id order
   };
+  RowPick pick_among(const Class& k, std::uint64_t numel) const;
+
   const PerfModel& model_;
   int workers_;
   double density_;
-  std::uint64_t budget_;
+  ServeLimits limits_;
+  bool unlimited_;  // no limit: every row serves every group
   Kinds kinds_;
   const CollectiveRow* first_unknown_ = nullptr;  // the first allowed row the model lacks
   std::vector<Class> classes_;

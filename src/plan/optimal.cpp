@@ -314,7 +314,10 @@ OptimalResult search(const std::vector<LayerSpec>& layers, const PerfModel& mode
   const std::size_t L = layers.size();
   OptimalResult r;
   r.groups = std::move(start);
-  const double start_end = predict(layers, r.groups, model, config).iteration_end_s;
+  // A start some group of which its collective cannot serve bounds nothing.
+  const double start_end = detail::serves_groups(layers, r.groups, config)
+                               ? predict(layers, r.groups, model, config).iteration_end_s
+                               : INFINITY;
   const double pairs = 0.5 * double(L) * double(L + 1);
   const double per_state = double(rows.classes());  // states pushed per pair
   const double cap =

@@ -101,22 +101,67 @@ TEST_CASE("collective table: each built-in row's cost and bytes by hand", "[plan
 }
 
 TEST_CASE("collective table: a row refuses a group it cannot serve", "[plan][table]") {
+  using omgs::detail::ServeLimits;
   using omgs::detail::serves;
   const auto& ag = collective_row(Collective::sparse);
   const auto& ar = collective_row(Collective::dense);
   const auto& sar = collective_row(Collective::sparse_allreduce);
+  const ServeLimits ints{omgs::detail::mpi_int_count, 0};
+  CHECK(omgs::detail::mpi_int_count == std::uint64_t{INT_MAX});
   // k = 10^6 pairs: 2048 ranks receive 2.048e9 < INT_MAX pairs, 4096 ranks 4.096e9 > INT_MAX.
   const std::uint64_t n = 1'000'000'000;
-  CHECK(serves(ag, n, 2048, 0.001, 0));
-  CHECK_FALSE(serves(ag, n, 4096, 0.001, 0));
-  CHECK_FALSE(serves(sar, n, 4096, 0.001, 0));
+  CHECK(serves(ag, n, 2048, 0.001, ints));
+  CHECK_FALSE(serves(ag, n, 4096, 0.001, ints));
+  CHECK_FALSE(serves(sar, n, 4096, 0.001, ints));
+  CHECK(serves(ag, n, 4096, 0.001, ServeLimits{}));  // no limit: a prediction
   // The dense allreduce counts floats: 2^31 - 1 fit an int, 2^31 do not.
-  CHECK(serves(ar, std::uint64_t{INT_MAX}, 4, 0.001, 0));
-  CHECK_FALSE(serves(ar, std::uint64_t{INT_MAX} + 1, 4, 0.001, 0));
+  CHECK(serves(ar, std::uint64_t{INT_MAX}, 4, 0.001, ints));
+  CHECK_FALSE(serves(ar, std::uint64_t{INT_MAX} + 1, 4, 0.001, ints));
   // A memory budget: the allgather of k = 100 on 4 ranks needs 4000 bytes.
-  CHECK(serves(ag, 10000, 4, 0.01, 4000));
-  CHECK_FALSE(serves(ag, 10000, 4, 0.01, 3999));
-  CHECK(serves(ag, 10000, 4, 0.01, 0));  // 0: no limit
+  CHECK(serves(ag, 10000, 4, 0.01, ServeLimits{0, 4000}));
+  CHECK_FALSE(serves(ag, 10000, 4, 0.01, ServeLimits{0, 3999}));
+  omgs::PlanConfig c;
+  c.max_mpi_count = 7;
+  c.memory_budget_bytes = 9;
+  CHECK(omgs::detail::serve_limits(c).max_mpi_count == 7);
+  CHECK(omgs::detail::serve_limits(c).memory_budget_bytes == 9);
+}
+
+namespace {
+// Three layers of 1.5e9 elements, an allgather too slow to use and an allreduce whose
+// start-up makes one merged dense group the fastest: 4.5e9 floats, past MPI's int count.
+class HugeDenseModel final : public omgs::PerfModel {
+ public:
+  double topk_s(std::uint64_t n) const override { return 1e-9 * static_cast<double>(n); }
+  double allgather_s(std::uint64_t, int, double) const override { return 100.0; }
+  void check_workers(int) const override {}
+  std::string describe() const override { return "huge dense test model"; }
+  bool knows_allreduce(int) const override { return true; }
+  double allreduce_s(std::uint64_t n, int) const override {
+    return 0.5 + 1e-12 * static_cast<double>(n);
+  }
+};
+}  // namespace
+
+TEST_CASE("collective table: the choosing planners keep within MPI's int counts when asked",
+          "[plan][table]") {
+  const HugeDenseModel m;
+  const std::vector<omgs::LayerSpec> layers = {
+      {"a", 1'500'000'000, 1e-3}, {"b", 1'500'000'000, 1e-3}, {"c", 1'500'000'000, 1e-3}};
+  omgs::PlanConfig c{4, 0.001, 8192};
+  for (Planner p : {Planner::optimal, Planner::dense, Planner::mgs_mixed}) {
+    INFO(omgs::to_string(p));
+    c.max_mpi_count = 0;  // no limit: the prediction merges into one dense group
+    const omgs::Plan free = omgs::make_plan(p, layers, m, c);
+    CHECK(count(free.groups, Collective::dense) == free.groups.size());
+    if (p != Planner::mgs_mixed) CHECK(free.groups.size() == 1);
+    c.max_mpi_count = omgs::detail::mpi_int_count;
+    const omgs::Plan ints = omgs::make_plan(p, layers, m, c);
+    if (p != Planner::mgs_mixed) CHECK(ints.groups.size() == 3);
+    for (const omgs::Group& g : ints.groups)
+      if (g.end - g.begin > 1 || p != Planner::mgs_mixed)
+        CHECK(collective_row(g.collective).max_mpi_count(g.numel, 4, 0.001) <= INT_MAX);
+  }
 }
 
 TEST_CASE("collective table: the registry, names and the allowed sets", "[plan][table]") {
@@ -171,6 +216,13 @@ TEST_CASE("collective table: the all-sparse planners take the allowed row with a
     const omgs::Plan plan = omgs::make_plan(p, layers, m, c);
     CHECK(count(plan.groups, Collective::sparse_allreduce) == plan.groups.size());
   }
+  // No collective without a top-k allowed: the choosing planners keep to the allowed one.
+  for (Planner p : {Planner::mgs_mixed, Planner::mixed, Planner::automatic}) {
+    const omgs::Plan plan = omgs::make_plan(p, layers, m, c);
+    CHECK(count(plan.groups, Collective::sparse_allreduce) == plan.groups.size());
+  }
+  CHECK_THROWS_WITH(omgs::make_plan(Planner::dense, layers, m, c),
+                    Catch::Contains("needs an allowed collective without a top-k"));
   c.collectives = {Collective::dense};
   CHECK_THROWS_WITH(omgs::make_plan(Planner::mgs, layers, m, c),
                     Catch::Contains("needs an allowed collective with a top-k"));
