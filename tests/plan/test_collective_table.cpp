@@ -200,6 +200,12 @@ TEST_CASE("collective table: the registry, names and the allowed sets", "[plan][
   c.collectives = {Collective::sparse};  // an explicit set wins
   CHECK(omgs::allowed_collectives(c) == CollectiveSet{Collective::sparse});
   CHECK(c.collectives.size() == 1);
+  CHECK(c.collectives.contains(Collective::sparse));
+  CHECK_FALSE(c.collectives.contains(Collective::dense));
+  c.collectives.insert(static_cast<Collective>(255));  // any id, registered or not
+  CHECK(c.collectives.contains(static_cast<Collective>(255)));
+  CHECK(c.collectives != CollectiveSet{Collective::sparse});
+  c.collectives.erase(static_cast<Collective>(255));
   c.collectives.erase(Collective::sparse);
   CHECK(c.collectives.empty());
 }
