@@ -4,9 +4,11 @@
 // no Kokkos, so it is usable (and tested) on its own.
 #pragma once
 
+#include <bitset>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -51,7 +53,9 @@ OMGS_EXPORT void validate_density(double density);
 // Plans and their timeline
 // ---------------------------------------------------------------------------------------
 
-/// How a group's gradient is exchanged.
+/// How a group's gradient is exchanged: the id of a row of the planner's table of
+/// collectives (src/plan/collective_table.hpp). The three named ones are built in; ids above
+/// them are collectives registered at start-up (detail::register_collective).
 enum class Collective : std::uint8_t {
   sparse,  ///< error-feedback top-k, then one MPI_Iallgatherv of the (index, value) pairs
   dense,   ///< one MPI_Iallreduce of the whole gradient, averaged; no top-k, residual untouched
@@ -59,7 +63,30 @@ enum class Collective : std::uint8_t {
   /// regions reduced point to point, a global top-k of the sums, survivors allgathered
   sparse_allreduce,
 };
+/// The collective's name in its row ("sparse", "dense", "sparse_allreduce", or a registered
+/// one's); "unknown" for an id no row has.
 OMGS_EXPORT std::string_view to_string(Collective collective);
+/// The collective of that name; throws omgs::Error naming the value and the known names.
+OMGS_EXPORT Collective parse_collective(std::string_view name);
+
+/// A set of collectives (any id, built in or registered).
+class CollectiveSet {
+ public:
+  CollectiveSet() = default;
+  CollectiveSet(std::initializer_list<Collective> collectives) {
+    for (Collective c : collectives) insert(c);
+  }
+  bool contains(Collective c) const { return bits_.test(static_cast<std::size_t>(c)); }
+  void insert(Collective c) { bits_.set(static_cast<std::size_t>(c)); }
+  void erase(Collective c) { bits_.reset(static_cast<std::size_t>(c)); }
+  bool empty() const { return bits_.none(); }
+  std::size_t size() const { return bits_.count(); }
+  bool operator==(const CollectiveSet& o) const { return bits_ == o.bits_; }
+  bool operator!=(const CollectiveSet& o) const { return bits_ != o.bits_; }
+
+ private:
+  std::bitset<256> bits_;  // one bit per value of Collective (std::uint8_t)
+};
 
 /// A merged group: the consecutive layers [begin, end) in forward indices. Backward
 /// produces layer end-1 first, so the group is complete when layer `begin` is ready.
@@ -140,7 +167,23 @@ struct PlanConfig {
   std::uint64_t threshold_numel = 8192;          ///< the threshold planner's group size
   double choice_margin = default_choice_margin;  ///< choose_plan's margin, in [0, 1]
   SparseExchange sparse_exchange = SparseExchange::allgather;
+  /// The collectives this run allows; empty (the default): the ones sparse_exchange names,
+  /// and dense (allowed_collectives). Planners give a group only a collective that is allowed
+  /// and that the model predicts for `workers`; the all-sparse planners only collectives with
+  /// a top-k (docs/planner.md, "The table of collectives").
+  CollectiveSet collectives{};
+  /// Bytes per rank a group's exchange may allocate (0: no limit): the choosing planners
+  /// (mgs_mixed, optimal, dense) give no group a collective that would need more.
+  std::uint64_t memory_budget_bytes = 0;
+  /// The largest element count one MPI call of a group's exchange may pass (0: no limit, as
+  /// predictions of what the collectives cost assume; INT_MAX: MPI's int counts, which the
+  /// runtime's wires refuse to pass): the choosing planners keep within it too.
+  std::uint64_t max_mpi_count = 0;
 };
+
+/// config.collectives if not empty, else what config.sparse_exchange says: allgather:
+/// {sparse, dense}; allreduce: {sparse_allreduce, dense}; automatic: all three.
+OMGS_EXPORT CollectiveSet allowed_collectives(const PlanConfig& config);
 
 /// How a plan relates to what its planner promises. Only the optimal planner, which is
 /// bounded by an OptimalBudget, ever reports anything but `complete`.

@@ -1,6 +1,5 @@
-// The collective of each group (sparse, sparse allreduce or dense): names, and the choice
-// for a fixed
-// grouping (MGS's extension, Planner::mgs_mixed; docs/planner.md).
+// The collective of each group: names (the table's rows), the allowed set, and the choice
+// for a fixed grouping (MGS's extension, Planner::mgs_mixed; docs/planner.md).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -8,21 +7,36 @@
 #include <omgs/error.hpp>
 #include <omgs/plan.hpp>
 
+#include "plan/collective_table.hpp"
 #include "plan/pipeline.hpp"
-#include "plan/sparse_exchange.hpp"
 
 namespace omgs {
 
 std::string_view to_string(Collective collective) {
-  switch (collective) {
-    case Collective::sparse:
-      return "sparse";
-    case Collective::dense:
-      return "dense";
-    case Collective::sparse_allreduce:
-      return "sparse_allreduce";
+  const auto& rows = detail::collective_rows();
+  const auto i = static_cast<std::size_t>(collective);
+  return i < rows.size() ? std::string_view(rows[i].name) : std::string_view("unknown");
+}
+
+Collective parse_collective(std::string_view name) {
+  if (const detail::CollectiveRow* row = detail::find_collective_row(name)) return row->id;
+  std::string known;
+  for (const detail::CollectiveRow& r : detail::collective_rows())
+    known += (known.empty() ? "" : ", ") + r.name;
+  throw Error("omgs: unknown collective '" + std::string(name) + "' (expected " + known + ")");
+}
+
+CollectiveSet allowed_collectives(const PlanConfig& config) {
+  if (!config.collectives.empty()) return config.collectives;
+  switch (config.sparse_exchange) {
+    case SparseExchange::allgather:
+      return {Collective::sparse, Collective::dense};
+    case SparseExchange::allreduce:
+      return {Collective::sparse_allreduce, Collective::dense};
+    case SparseExchange::automatic:
+      break;
   }
-  return "unknown";
+  return {Collective::sparse, Collective::sparse_allreduce, Collective::dense};
 }
 
 std::string_view to_string(SparseExchange exchange) {
@@ -53,12 +67,12 @@ std::size_t Plan::dense_groups() const {
 
 namespace {
 // After groups [0, g]: (end of the last top-k, end of the last communication), the state
-// of the previous group it came from and the collective of group g.
+// of the previous group it came from and the choice class (detail::PlanRows) of group g.
 struct ChoiceState {
   double compute_end;
   double comm_end;
   std::uint32_t parent;
-  bool dense;
+  std::uint8_t choice;
 };
 
 // The fronts of all groups together hold at most this many states (4 bytes each are kept
@@ -66,16 +80,17 @@ struct ChoiceState {
 constexpr std::size_t max_choice_states = std::size_t{1} << 22;
 
 // Keeps the Pareto front: sorted by compute end, strictly falling comm end. Stable, and
-// sparse states are pushed first, so ties keep the sparse choice. st[0, sparse) and
-// st[sparse, end) are the two choices' states: each is already sorted (the previous front
-// is, and pipeline_step is monotone in it), and std::merge, which keeps each range's order
-// and puts the first range's states first among equals, sorts as std::stable_sort would.
-void keep_front(std::vector<ChoiceState>& st, std::size_t sparse, std::size_t max_choice_front,
+// each class's states are pushed in class order, so ties keep the lower class (the top-k's).
+// st[0, first) and st[first, end) are two classes' states: each is already sorted (the
+// previous front is, and pipeline_step is monotone in it), and the merge, which keeps each
+// range's order and puts the first range's states first among equals, sorts as
+// std::stable_sort would.
+void keep_front(std::vector<ChoiceState>& st, std::size_t first, std::size_t max_choice_front,
                 std::vector<ChoiceState>& buffer) {
   auto before = [](const ChoiceState& a, const ChoiceState& b) {
     return a.compute_end < b.compute_end;
   };
-  const auto mid = st.begin() + static_cast<std::ptrdiff_t>(sparse);
+  const auto mid = st.begin() + static_cast<std::ptrdiff_t>(first);
   if (std::is_sorted(st.begin(), mid, before) && std::is_sorted(mid, st.end(), before)) {
     // The merge, keeping only the states of the front as they come.
     buffer.clear();
@@ -83,11 +98,11 @@ void keep_front(std::vector<ChoiceState>& st, std::size_t sparse, std::size_t ma
       if (buffer.empty() || s.comm_end < buffer.back().comm_end) buffer.push_back(s);
     };
     std::size_t a = 0;
-    for (std::size_t b = sparse; b < st.size(); ++b) {
-      while (a < sparse && !before(st[b], st[a])) keep(st[a++]);
+    for (std::size_t b = first; b < st.size(); ++b) {
+      while (a < first && !before(st[b], st[a])) keep(st[a++]);
       keep(st[b]);
     }
-    while (a < sparse) keep(st[a++]);
+    while (a < first) keep(st[a++]);
     st.swap(buffer);
   } else {
     std::stable_sort(st.begin(), st.end(), before);
@@ -103,47 +118,69 @@ void keep_front(std::vector<ChoiceState>& st, std::size_t sparse, std::size_t ma
     thinned.push_back(st[i * (st.size() - 1) / (max_choice_front - 1)]);
   st = std::move(thinned);
 }
+
+// Each group's pick of every class. choose_collectives leaves out a class that cannot serve
+// the group (unless none can: then the last class, and the runtime refuses the group).
+std::vector<std::vector<detail::RowPick>> group_picks(const std::vector<LayerSpec>& layers,
+                                                      const std::vector<Group>& groups,
+                                                      const detail::PlanRows& rows) {
+  std::vector<std::vector<detail::RowPick>> picks(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const std::uint64_t numel = detail::group_sums(layers, groups[g]).numel;
+    for (std::size_t c = 0; c < rows.classes(); ++c) picks[g].push_back(rows.pick(c, numel));
+  }
+  return picks;
+}
 }  // namespace
 
 std::vector<Group> choose_collectives(const std::vector<LayerSpec>& layers,
                                       std::vector<Group> groups, const PerfModel& model,
                                       const PlanConfig& config) {
-  for (Group& g : groups) g.collective = Collective::sparse;
-  if (!model.knows_allreduce(config.workers) || groups.empty())
-    return detail::with_sparse_exchange(layers, std::move(groups), model, config);
-  predict(layers, groups, model, config);  // checks the partition and the sparse costs
-  // back[g][s]: state s after group g came from state back[g][s] >> 1 of group g - 1, and
-  // group g is dense if its low bit is set (4 bytes per state are kept, not 24).
+  const detail::PlanRows rows(model, config, detail::PlanRows::Kinds::all);
+  if (rows.classes() == 0 || groups.empty())
+    return detail::with_sparse_rows(layers, std::move(groups), model, config);
+  const std::vector<std::vector<detail::RowPick>> picks = group_picks(layers, groups, rows);
+  for (std::size_t g = 0; g < groups.size(); ++g) groups[g].collective = picks[g][0].collective;
+  if (rows.classes() == 1) return groups;
+  predict(layers, groups, model, config);  // checks the partition and the first class's costs
+  // back[g][s]: state s after group g came from state back[g][s] / classes of group g - 1,
+  // and group g took class back[g][s] % classes (4 bytes per state are kept, not 24).
+  const std::uint32_t classes = static_cast<std::uint32_t>(rows.classes());
   std::vector<std::vector<std::uint32_t>> back(groups.size());
-  std::vector<ChoiceState> prev = {{0.0, 0.0, 0, false}};
+  std::vector<ChoiceState> prev = {{0.0, 0.0, 0, 0}};
   std::vector<ChoiceState> next, buffer;
   const std::size_t cap = std::max<std::size_t>(64, max_choice_states / groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) {
     // Summed as predict() does, so the result is bit-identical to it.
     const detail::GroupSums sums = detail::group_sums(layers, groups[g]);
     const double ts = model.topk_s(sums.numel);
-    // The sparse choice is the exchange config.sparse_exchange gives (detail::sparse_cost).
-    const double tc = detail::sparse_cost(model, sums.numel, config).comm_s;
-    const double tr = model.allreduce_s(sums.numel, config.workers);
     next.clear();
-    for (bool dense : {false, true}) {
+    std::size_t first = 0;  // where the second class's states start
+    bool any = false;
+    for (std::uint32_t c = 0; c < classes; ++c) {
+      const detail::RowPick& pick = picks[g][c];
+      const bool last = c + 1 == classes && !any;
+      if (!pick.serves && !last) continue;
+      if (any) first = next.size();
+      any = true;
       for (std::size_t s = 0; s < prev.size(); ++s) {
         const GroupTiming t =
             detail::pipeline_step({prev[s].compute_end, prev[s].comm_end}, sums.backward_s,
-                                  dense ? 0.0 : ts, dense ? tr : tc);
-        next.push_back({t.topk_end_s, t.comm_end_s, static_cast<std::uint32_t>(s), dense});
+                                  rows.sparsifies(c) ? ts : 0.0, pick.comm_s);
+        next.push_back({t.topk_end_s, t.comm_end_s, static_cast<std::uint32_t>(s),
+                        static_cast<std::uint8_t>(c)});
       }
     }
-    keep_front(next, prev.size(), cap, buffer);
-    for (const ChoiceState& st : next) back[g].push_back(st.parent << 1 | (st.dense ? 1u : 0u));
+    keep_front(next, first == 0 ? next.size() : first, cap, buffer);
+    for (const ChoiceState& st : next) back[g].push_back(st.parent * classes + st.choice);
     std::swap(prev, next);
   }
   std::uint32_t s = static_cast<std::uint32_t>(prev.size() - 1);  // the earliest comm end
   for (std::size_t g = groups.size(); g-- > 0;) {
-    groups[g].collective = (back[g][s] & 1u) != 0 ? Collective::dense : Collective::sparse;
-    s = back[g][s] >> 1;
+    groups[g].collective = picks[g][back[g][s] % classes].collective;
+    s = back[g][s] / classes;
   }
-  return detail::with_sparse_exchange(layers, std::move(groups), model, config);
+  return groups;
 }
 
 }  // namespace omgs

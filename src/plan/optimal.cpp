@@ -9,8 +9,8 @@
 
 #include <omgs/plan.hpp>
 
+#include "plan/collective_table.hpp"
 #include "plan/pipeline.hpp"
-#include "plan/sparse_exchange.hpp"
 
 namespace omgs {
 
@@ -38,35 +38,28 @@ namespace omgs {
 // kept states at the cut, as if they had been dropped there. Cost: pairs = L(L+1)/2
 // model evaluations and at most pairs * F state updates.
 // ---------------------------------------------------------------------------------------
-// Collectives (docs/planner.md): when the model knows the allreduce, every group [j, i) is
-// tried both sparse and dense (E' = (E + tb) + 0, D' = max(D, E') + allreduce), the same
-// monotone map, so the fronts stay exact and the search covers boundaries and choices.
+// Collectives (docs/planner.md, "The table of collectives"): every group [j, i) is tried
+// with the fastest allowed row of each choice class (detail::PlanRows: with a top-k, and
+// without: E' = (E + tb) + 0, D' = max(D, E') + tc), the same monotone map, so the fronts
+// stay exact and the search covers boundaries and choices.
 namespace {
-// The index of a state's predecessor is below max_states (< 2^31): its top bit carries the
-// collective of the group, keeping a state at 40 bytes.
-constexpr std::uint32_t dense_bit = std::uint32_t{1} << 31;
-
 struct DpState {
   double compute_end;
   double comm_end;
-  double err;            // how much later than a dropped state this one may end
-  std::uint32_t from;    // boundary of the previous state (the group is [this, from))
-  std::uint32_t index;   // index of the previous state in front[from], | dense_bit if dense
-  std::uint32_t groups;  // how many groups the state's path has
+  double err;             // how much later than a dropped state this one may end
+  std::uint32_t from;     // boundary of the previous state (the group is [this, from))
+  std::uint32_t index;    // index of the previous state in front[from]
+  std::uint32_t groups;   // how many groups the state's path has
+  std::uint8_t choice;    // the group's choice class (detail::PlanRows)
+  Collective collective;  // the class's row for the group
 };
-
-enum class Choices { sparse, dense, both };
+static_assert(sizeof(DpState) <= 40, "a state stays at 40 bytes (OptimalBudget::max_states)");
 
 class FrontSearch {
  public:
   FrontSearch(const std::vector<LayerSpec>& layers, const PerfModel& model,
-              const PlanConfig& config, std::size_t cap, double upper, Choices choices)
-      : layers_(layers),
-        model_(model),
-        config_(config),
-        cap_(cap),
-        upper_(upper),
-        choices_(choices) {}
+              const detail::PlanRows& rows, std::size_t cap, double upper)
+      : layers_(layers), model_(model), rows_(rows), cap_(cap), upper_(upper) {}
 
   void run();
   // The best grouping found (empty if every state was pruned), plan order.
@@ -85,34 +78,31 @@ class FrontSearch {
 
   const std::vector<LayerSpec>& layers_;
   const PerfModel& model_;
-  const PlanConfig& config_;
+  const detail::PlanRows& rows_;
   const std::size_t cap_;  // F
   const double upper_;
-  const Choices choices_;
   std::vector<std::vector<DpState>> front_;
   std::vector<double> backward_below_;         // sum of backward_s of layers [0, j)
   std::vector<std::vector<DpState>> dropped_;  // per front: dropped since the last cut, err > 0
-  std::vector<std::size_t> pushed_;     // per front: states held at the last cut + pushed since
-  std::vector<DpState> run_[2];         // the states one group adds: sparse, dense
-  std::vector<DpState> both_, merged_;  // merge_runs' buffers
+  std::vector<std::size_t> pushed_;  // per front: states held at the last cut + pushed since
+  std::vector<DpState> run_[detail::max_row_classes];  // the states one group adds, per class
+  std::vector<DpState> both_, merged_;                 // merge_runs' buffers
   double max_err_ = 0.0;
   bool thinned_ = false;
 };
 
 // The order of a front: rising compute end, then comm end, then fewer groups (of two
 // states that end alike, the one with fewer messages is kept), then the order in which the
-// states are produced (groups ending higher first, then the previous state's index, sparse
-// before dense). Total (no two
-// states of a front share their predecessor and collective): a front's order does not
-// depend on how the states were gathered.
+// states are produced (groups ending higher first, then the previous state's index, then
+// the choice class: the top-k's first). Total (no two states of a front share their
+// predecessor and choice): a front's order does not depend on how the states were gathered.
 bool state_before(const DpState& a, const DpState& b) {
   if (a.compute_end != b.compute_end) return a.compute_end < b.compute_end;
   if (a.comm_end != b.comm_end) return a.comm_end < b.comm_end;
   if (a.groups != b.groups) return a.groups < b.groups;
   if (a.from != b.from) return a.from > b.from;
-  const std::uint32_t sa = a.index & ~dense_bit, sb = b.index & ~dense_bit;
-  if (sa != sb) return sa < sb;
-  return (a.index & dense_bit) < (b.index & dense_bit);
+  if (a.index != b.index) return a.index < b.index;
+  return a.choice < b.choice;
 }
 
 // Greedy cover of a front (rising E, falling D) by states within tau of the covered ones
@@ -178,13 +168,20 @@ void FrontSearch::merge_runs(std::size_t j) {
   for (std::vector<DpState>& r : run_)
     if (!std::is_sorted(r.begin(), r.end(), state_before))
       std::sort(r.begin(), r.end(), state_before);
-  const std::vector<DpState>* runs = run_[0].empty() ? &run_[1] : &run_[0];
-  if (!run_[0].empty() && !run_[1].empty()) {
-    both_.clear();
-    std::merge(run_[0].begin(), run_[0].end(), run_[1].begin(), run_[1].end(),
-               std::back_inserter(both_), state_before);
+  const std::vector<DpState>* runs = nullptr;
+  for (const std::vector<DpState>& r : run_) {
+    if (r.empty()) continue;
+    if (runs == nullptr) {
+      runs = &r;
+      continue;
+    }
+    merged_.clear();
+    std::merge(runs->begin(), runs->end(), r.begin(), r.end(), std::back_inserter(merged_),
+               state_before);
+    both_.swap(merged_);
     runs = &both_;
   }
+  if (runs == nullptr) return;
   if (runs->empty()) return;
   std::vector<DpState>& to = front_[j];
   if (!adds_state(to, *runs)) {  // the front stays as it is
@@ -222,42 +219,40 @@ void FrontSearch::settle(std::size_t j) {
 
 void FrontSearch::expand(std::size_t i) {
   const std::vector<DpState>& from = front_[i];
-  const bool sparse = choices_ != Choices::dense;
-  const bool dense = choices_ != Choices::sparse;
+  const std::size_t classes = rows_.classes();
+  const bool topk = rows_.sparsifying_class() < classes;
 
   double tb = 0.0;
   std::uint64_t numel = 0;
   for (std::size_t j = i; j-- > 0;) {
     tb = tb + layers_[j].backward_s;
     numel += layers_[j].numel;
-    const double ts = sparse ? model_.topk_s(numel) : 0.0;
-    const double tc = sparse ? detail::sparse_cost(model_, numel, config_).comm_s : 0.0;
-    const double tr = dense ? model_.allreduce_s(numel, config_.workers) : 0.0;
+    const double ts = topk ? model_.topk_s(numel) : 0.0;
     // Whatever follows still needs the backward time of layers [0, j); a margin of 1e-9
     // keeps the differently ordered sum from pruning a state that ties with MGS.
     const double still = backward_below_[j];
-    // One run per collective: the source front rises in E and the map is monotone, so
+    // One run per choice class: the source front rises in E and the map is monotone, so
     // each run is (nearly always) sorted already and is merged into the sorted front, and
     // once E' is too late for a state it is for every later one.
-    auto push_run = [&](double topk, double comm, bool is_dense) {
-      std::vector<DpState>& run = run_[is_dense ? 1 : 0];
+    for (std::size_t c = 0; c < classes; ++c) {
+      std::vector<DpState>& run = run_[c];
       run.clear();
+      const detail::RowPick pick = rows_.pick(c, numel);
+      if (!pick.serves) continue;  // no allowed row of this class can serve the group
+      const double topk_s = rows_.sparsifies(c) ? ts : 0.0;
       for (std::size_t s = 0; s < from.size(); ++s) {
         const DpState& st = from[s];
-        const GroupTiming t = detail::pipeline_step({st.compute_end, st.comm_end}, tb, topk, comm);
+        const GroupTiming t =
+            detail::pipeline_step({st.compute_end, st.comm_end}, tb, topk_s, pick.comm_s);
         const double e = t.topk_end_s;
         const double d = t.comm_end_s;
         if ((e + still) > upper_ * (1.0 + 1e-9)) break;
         if (d > upper_) continue;
-        run.push_back({e, d, st.err, static_cast<std::uint32_t>(i),
-                       static_cast<std::uint32_t>(s) | (is_dense ? dense_bit : 0u), st.groups + 1});
+        run.push_back({e, d, st.err, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(s),
+                       st.groups + 1, static_cast<std::uint8_t>(c), pick.collective});
       }
-    };
-    run_[0].clear();
-    run_[1].clear();
-    if (sparse) push_run(ts, tc, false);
-    if (dense) push_run(0.0, tr, true);
-    pushed_[j] += run_[0].size() + run_[1].size();
+      pushed_[j] += run.size();
+    }
     merge_runs(j);
     if (pushed_[j] > 2 * cap_) {
       settle(j);
@@ -275,7 +270,7 @@ void FrontSearch::run() {
     backward_below_[j + 1] = backward_below_[j] + layers_[j].backward_s;
   dropped_.assign(L + 1, {});
   pushed_.assign(L + 1, 0);
-  front_[L].push_back({0.0, 0.0, 0.0, 0, 0, 0});
+  front_[L].push_back({0.0, 0.0, 0.0, 0, 0, 0, 0, Collective::sparse});
   for (std::size_t i = L; i >= 1; --i) {
     settle(i);
     thin(front_[i], cap_);
@@ -294,10 +289,9 @@ std::vector<Group> FrontSearch::best() const {
   std::size_t s = front_[0].size() - 1;
   while (at != layers_.size()) {
     const DpState& st = front_[at][s];
-    const bool dense = (st.index & dense_bit) != 0;
-    groups.push_back({at, st.from, 0, dense ? Collective::dense : Collective::sparse});
+    groups.push_back({at, st.from, 0, st.collective});
     at = st.from;
-    s = st.index & ~dense_bit;
+    s = st.index;
   }
   std::reverse(groups.begin(), groups.end());
   return groups;
@@ -314,14 +308,18 @@ namespace {
 // The search with the given choices, starting from (and never worse than) `start`, the
 // plan it returns when nothing beats it or the budget is too small for the search.
 OptimalResult search(const std::vector<LayerSpec>& layers, const PerfModel& model,
-                     const PlanConfig& config, const OptimalBudget& budget, Choices choices,
-                     std::vector<Group> start, const char* start_name) {
+                     const PlanConfig& config, const OptimalBudget& budget,
+                     const detail::PlanRows& rows, std::vector<Group> start,
+                     const char* start_name) {
   const std::size_t L = layers.size();
   OptimalResult r;
   r.groups = std::move(start);
-  const double start_end = predict(layers, r.groups, model, config).iteration_end_s;
+  // A start some group of which its collective cannot serve bounds nothing.
+  const double start_end = detail::serves_groups(layers, r.groups, config)
+                               ? predict(layers, r.groups, model, config).iteration_end_s
+                               : INFINITY;
   const double pairs = 0.5 * double(L) * double(L + 1);
-  const double per_state = choices == Choices::both ? 2.0 : 1.0;  // states pushed per pair
+  const double per_state = double(rows.classes());  // states pushed per pair
   const double cap =
       std::min({double(budget.max_front), (double(budget.max_work) - pairs) / (pairs * per_state),
                 std::floor(double(budget.max_states) / (3.0 * double(L + 1)))});
@@ -336,11 +334,10 @@ OptimalResult search(const std::vector<LayerSpec>& layers, const PerfModel& mode
     return r;
   }
   const auto front_cap = static_cast<std::size_t>(cap);
-  FrontSearch search(layers, model, config, front_cap, start_end, choices);
+  FrontSearch search(layers, model, rows, front_cap, start_end);
   search.run();
   std::vector<Group> best = search.best();
-  if (!best.empty())  // else no state beat the start
-    r.groups = detail::with_sparse_exchange(layers, std::move(best), model, config);
+  if (!best.empty()) r.groups = std::move(best);  // else no state beat the start
   if (search.thinned()) {
     r.status = PlanStatus::approximate;
     r.gap_bound_s = search.max_err();
@@ -352,42 +349,41 @@ OptimalResult search(const std::vector<LayerSpec>& layers, const PerfModel& mode
   return r;
 }
 
-std::vector<Group> with_collective(std::vector<Group> groups, Collective c) {
-  for (Group& g : groups) g.collective = c;
+// Each group on the fastest row of class c that serves it.
+std::vector<Group> with_rows(const std::vector<LayerSpec>& layers, std::vector<Group> groups,
+                             const detail::PlanRows& rows, std::size_t c) {
+  for (Group& g : groups)
+    g.collective = rows.pick(c, detail::group_sums(layers, g).numel).collective;
   return groups;
 }
 }  // namespace
 
 OptimalResult search_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,
                              const PlanConfig& config, const OptimalBudget& budget) {
-  // Sparse groups carry the exchange config.sparse_exchange gives (detail::sparse_cost).
-  std::vector<Group> mgs =
-      detail::with_sparse_exchange(layers, groups_mgs(layers, model, config), model, config);
-  OptimalResult r;
-  if (!model.knows_allreduce(config.workers)) {
-    r = search(layers, model, config, budget, Choices::sparse, std::move(mgs), "MGS");
-  } else {
-    // Start from the better of MGS and MGS with its collectives chosen (never worse).
-    std::vector<Group> mixed = choose_collectives(layers, mgs, model, config);
-    const bool better = predict(layers, mixed, model, config).iteration_end_s <
-                        predict(layers, mgs, model, config).iteration_end_s;
-    r = search(layers, model, config, budget, Choices::both,
-               better ? std::move(mixed) : std::move(mgs), better ? "mgs_mixed" : "MGS");
-  }
-  r.groups = detail::with_sparse_exchange(layers, std::move(r.groups), model, config);
-  return r;
+  const detail::PlanRows rows(model, config, detail::PlanRows::Kinds::all);
+  std::vector<Group> mgs = groups_mgs(layers, model, config);  // the rows with a top-k
+  if (rows.classes() < 2) return search(layers, model, config, budget, rows, std::move(mgs), "MGS");
+  // Start from the better of MGS and MGS with its collectives chosen (never worse).
+  std::vector<Group> mixed = choose_collectives(layers, mgs, model, config);
+  const bool better = predict(layers, mixed, model, config).iteration_end_s <
+                      predict(layers, mgs, model, config).iteration_end_s;
+  return search(layers, model, config, budget, rows, better ? std::move(mixed) : std::move(mgs),
+                better ? "mgs_mixed" : "MGS");
 }
 
 std::vector<Group> groups_dense(const std::vector<LayerSpec>& layers, const PerfModel& model,
                                 const PlanConfig& config) {
-  if (!model.knows_allreduce(config.workers)) model.allreduce_s(1, config.workers);  // throws
-  std::vector<Group> single = with_collective(groups_single(layers), Collective::dense);
-  std::vector<Group> mgs = with_collective(groups_mgs(layers, model, config), Collective::dense);
-  const bool mgs_better = predict(layers, mgs, model, config).iteration_end_s <
-                          predict(layers, single, model, config).iteration_end_s;
-  return search(layers, model, config, {}, Choices::dense,
-                mgs_better ? std::move(mgs) : std::move(single), "dense")
-      .groups;
+  const detail::PlanRows rows(model, config, detail::PlanRows::Kinds::not_sparsifying);
+  rows.require("the dense planner");
+  std::vector<Group> start = with_rows(layers, groups_single(layers), rows, 0);
+  const char* name = "dense";
+  if (detail::PlanRows(model, config, detail::PlanRows::Kinds::sparsifying).classes() != 0) {
+    std::vector<Group> mgs = with_rows(layers, groups_mgs(layers, model, config), rows, 0);
+    if (predict(layers, mgs, model, config).iteration_end_s <
+        predict(layers, start, model, config).iteration_end_s)
+      start = std::move(mgs);
+  }
+  return search(layers, model, config, {}, rows, std::move(start), name).groups;
 }
 
 std::vector<Group> groups_optimal(const std::vector<LayerSpec>& layers, const PerfModel& model,

@@ -5,8 +5,8 @@
 
 #include <omgs/plan.hpp>
 
+#include "plan/collective_table.hpp"
 #include "plan/pipeline.hpp"
-#include "plan/sparse_exchange.hpp"
 
 namespace omgs {
 
@@ -116,10 +116,12 @@ std::vector<Group> groups_from_cuts(const std::vector<char>& cut, std::size_t nu
 std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfModel& model,
                               const PlanConfig& config) {
   const std::size_t L = layers.size();
-  if (L <= 1) return {{0, L, 0}};
+  if (L <= 1) return detail::with_sparse_rows(layers, {{0, L, 0}}, model, config);
   auto topk = [&](std::uint64_t n) { return model.topk_s(n); };
-  // The sparse group's exchange as config.sparse_exchange asks (allgather by default).
-  auto allgather = [&](std::uint64_t n) { return detail::sparse_cost(model, n, config).comm_s; };
+  // A group's exchange: the fastest allowed row with a top-k (the allgather by default).
+  const detail::PlanRows rows(model, config, detail::PlanRows::Kinds::sparsifying);
+  rows.require("the mgs planner");
+  auto allgather = [&](std::uint64_t n) { return rows.pick(0, n).comm_s; };
 
   struct Entry {               // one index of the seed's arrays
     detail::PipelineState in;  // taob and the communication end (taoc + tc) of the index above
@@ -159,7 +161,10 @@ std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfMo
       cur = entry(detail::pipeline_after(cur.t), tb_below, p_below);
     }
   }
-  return groups_from_cuts(cut, L);
+  std::vector<Group> groups = groups_from_cuts(cut, L);
+  for (Group& g : groups)
+    g.collective = rows.pick(0, detail::group_sums(layers, g).numel).collective;
+  return groups;
 }
 
 std::vector<Group> groups_layerwise(const std::vector<LayerSpec>& layers) {
@@ -193,101 +198,66 @@ std::vector<Group> groups_threshold(const std::vector<LayerSpec>& layers,
 std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layers,
                                              const PerfModel& model, const PlanConfig& config) {
   const std::size_t L = layers.size();
-  const bool choices = model.knows_allreduce(config.workers);
-  const std::size_t max_layers = choices ? 12 : 20;
+  const detail::PlanRows rows(model, config, detail::PlanRows::Kinds::all);
+  rows.require("the exhaustive optimal planner");
+  const std::uint64_t classes = rows.classes();
+  const std::size_t max_layers = classes > 1 ? 12 : 20;
   if (L > max_layers)
     throw Error("omgs: the exhaustive optimal planner tries 2^(L-1) groupings" +
-                std::string(choices ? " and both collectives of each group" : "") +
+                std::string(classes > 1 ? " and every collective of each group" : "") +
                 " and accepts at most " + std::to_string(max_layers) + " layers, not " +
                 std::to_string(L));
   std::vector<Group> best;
   double best_end = 0.0;
+  bool best_served = false;
+  std::vector<detail::RowPick> picks;
   std::vector<char> cut(L, 0);
   const std::uint64_t count = std::uint64_t{1} << (L - 1);
   for (std::uint64_t mask = 0; mask < count; ++mask) {
     for (std::size_t l = 1; l < L; ++l) cut[l] = static_cast<char>((mask >> (l - 1)) & 1u);
     std::vector<Group> groups = groups_from_cuts(cut, L);
-    const std::uint64_t kinds = choices ? std::uint64_t{1} << groups.size() : 1;
-    for (std::uint64_t dense = 0; dense < kinds; ++dense) {
-      for (std::size_t g = 0; g < groups.size(); ++g)
-        groups[g].collective = (dense >> g) & 1u ? Collective::dense : Collective::sparse;
-      groups = detail::with_sparse_exchange(layers, std::move(groups), model, config);
+    picks.clear();            // picks[g * classes + c]: group g's pick of class c
+    std::uint64_t kinds = 1;  // classes^groups: one class per group, digit g in base classes
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const std::uint64_t numel = detail::group_sums(layers, groups[g]).numel;
+      for (std::size_t c = 0; c < classes; ++c) picks.push_back(rows.pick(c, numel));
+      kinds *= classes;
+    }
+    for (std::uint64_t choice = 0; choice < kinds; ++choice) {
+      bool served = true;
+      std::uint64_t digits = choice;
+      for (std::size_t g = 0; g < groups.size(); ++g, digits /= classes) {
+        const detail::RowPick& pick = picks[g * classes + digits % classes];
+        served = served && pick.serves;
+        groups[g].collective = pick.collective;
+      }
+      if (best_served && !served) continue;  // a group no allowed row can serve
       const double end = predict(layers, groups, model, config).iteration_end_s;
-      if (best.empty() || end < best_end) {
+      if (best.empty() || (served && !best_served) || end < best_end) {
         best_end = end;
         best = groups;
+        best_served = served;
       }
     }
   }
   return best;
 }
 
-void validate_choice_margin(double margin) {
-  if (!(margin >= 0.0 && margin <= 1.0))  // also rejects NaN
-    throw Error("omgs: choice_margin = " + std::to_string(margin) +
-                " (must be in [0, 1]: a relative margin of the predicted iteration time)");
-}
-
 namespace {
-// The simpler collective mix: one kind only (0), else the number of groups not of the
-// most common kind.
-std::size_t mix_complexity(const Plan& plan) {
-  std::size_t count[3] = {0, 0, 0};
-  for (const Group& g : plan.groups) ++count[static_cast<std::size_t>(g.collective) % 3];
-  return plan.groups.size() - std::max({count[0], count[1], count[2]});
-}
-
-// A plan whose groups all use the dense allreduce, or all the sparse allreduce: what a user
-// gets without omgs' choice (dense data parallelism, an Ok-Topk-style sparse allreduce).
-bool is_baseline(const Plan& plan) {
-  if (plan.groups.empty()) return false;
-  const Collective c = plan.groups.front().collective;
-  if (c != Collective::dense && c != Collective::sparse_allreduce) return false;
-  return std::all_of(plan.groups.begin(), plan.groups.end(),
-                     [c](const Group& g) { return g.collective == c; });
+// Whether the model predicts, for P, a collective without a top-k (the dense allreduce):
+// then the planners that choose per group have something to choose.
+bool knows_unsparsified(const PerfModel& model, int workers) {
+  for (const detail::CollectiveRow& r : detail::collective_rows())
+    if (!r.sparsifies && r.known(model, workers)) return true;
+  return false;
 }
 }  // namespace
-
-std::size_t choose_plan(const std::vector<Plan>& candidates, double margin) {
-  if (candidates.empty()) throw Error("omgs: choosing a plan needs at least one candidate");
-  validate_choice_margin(margin);
-  double best = candidates[0].predicted.iteration_end_s;
-  for (const Plan& c : candidates) best = std::min(best, c.predicted.iteration_end_s);
-  // Near-ties never go above a baseline candidate: the margin trades calibration noise
-  // for fewer groups, never for a plan predicted slower than dense or the sparse allreduce.
-  double limit = best * (1.0 + margin);
-  for (const Plan& c : candidates)
-    if (is_baseline(c)) limit = std::min(limit, c.predicted.iteration_end_s);
-  std::size_t chosen = candidates.size();
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const Plan& c = candidates[i];
-    if (!(c.predicted.iteration_end_s <= limit)) continue;
-    if (chosen == candidates.size()) {
-      chosen = i;
-      continue;
-    }
-    const Plan& k = candidates[chosen];
-    // Strictly better on (groups, collective mix); equal keys keep the earlier candidate.
-    if (c.groups.size() < k.groups.size() ||
-        (c.groups.size() == k.groups.size() && mix_complexity(c) < mix_complexity(k)))
-      chosen = i;
-  }
-  return chosen;
-}
-
-Plan best_of(std::vector<Plan> candidates, double margin) {
-  if (candidates.empty()) throw Error("omgs: best_of needs at least one plan");
-  Plan plan = std::move(candidates[choose_plan(candidates, margin)]);
-  plan.picked = plan.planner == Planner::mixed ? plan.picked : plan.planner;
-  plan.planner = Planner::mixed;
-  return plan;
-}
 
 const std::vector<Planner>& mixed_candidates(const PerfModel& model, int workers) {
   static const std::vector<Planner> all = {Planner::mgs, Planner::mgs_mixed, Planner::optimal,
                                            Planner::dense};
   static const std::vector<Planner> sparse = {Planner::mgs, Planner::optimal};
-  return model.knows_allreduce(workers) ? all : sparse;
+  return knows_unsparsified(model, workers) ? all : sparse;
 }
 
 const std::vector<Planner>& automatic_candidates(const PerfModel& model, int workers) {
@@ -296,26 +266,39 @@ const std::vector<Planner>& automatic_candidates(const PerfModel& model, int wor
                                            Planner::layerwise};
   static const std::vector<Planner> sparse = {Planner::mgs, Planner::optimal, Planner::threshold,
                                               Planner::single, Planner::layerwise};
-  return model.knows_allreduce(workers) ? all : sparse;
+  return knows_unsparsified(model, workers) ? all : sparse;
 }
 
 namespace {
 
-/// The candidates' plans, each planned once (threshold only with threshold_numel > 0). With
-/// SparseExchange::automatic, MGS with every group on the sparse allreduce joins them: a
-/// baseline that near-ties never go above (choose_plan).
+/// The candidates' plans, each planned once (threshold only with threshold_numel > 0). When
+/// more than one collective with a top-k is usable (SparseExchange::automatic), MGS with
+/// every group on each baseline one of them (the sparse allreduce) joins them: a baseline
+/// that near-ties never go above (choose_plan).
 std::vector<Plan> plan_candidates(const std::vector<Planner>& planners,
                                   const std::vector<LayerSpec>& layers, const PerfModel& model,
                                   const PlanConfig& config, const OptimalBudget& budget) {
+  // The dense planner only where the config allows a collective without a top-k.
+  const bool unsparsified =
+      detail::PlanRows(model, config, detail::PlanRows::Kinds::not_sparsifying).classes() != 0;
   std::vector<Plan> plans;
   for (Planner p : planners)
-    if (p != Planner::threshold || config.threshold_numel != 0)
+    if ((p != Planner::threshold || config.threshold_numel != 0) &&
+        (p != Planner::dense || unsparsified))
       plans.push_back(make_plan(p, layers, model, config, budget));
-  if (config.sparse_exchange == SparseExchange::automatic &&
-      model.knows_sparse_allreduce(config.workers)) {
-    PlanConfig all = config;
-    all.sparse_exchange = SparseExchange::allreduce;
-    plans.push_back(make_plan(Planner::mgs, layers, model, all, budget));
+  const CollectiveSet allowed = allowed_collectives(config);
+  std::vector<const detail::CollectiveRow*> sparse;
+  for (const detail::CollectiveRow& r : detail::collective_rows())
+    if (r.sparsifies && allowed.contains(r.id) && r.known(model, config.workers))
+      sparse.push_back(&r);
+  if (sparse.size() < 2) return plans;
+  for (const detail::CollectiveRow* r : sparse) {
+    if (!r->baseline) continue;
+    PlanConfig only = config;
+    only.collectives = allowed;
+    for (const detail::CollectiveRow* other : sparse)
+      if (other != r) only.collectives.erase(other->id);
+    plans.push_back(make_plan(Planner::mgs, layers, model, only, budget));
   }
   return plans;
 }
@@ -330,22 +313,23 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
   if (config.workers < 1)
     throw Error("omgs: workers = " + std::to_string(config.workers) + " (must be >= 1)");
   model.check_workers(config.workers);
-  detail::check_sparse_exchange(model, config);
+  detail::check_collectives(model, config);
   std::vector<Group> groups;
   switch (planner) {
     case Planner::mgs:
       groups = groups_mgs(layers, model, config);
       break;
     case Planner::layerwise:
-      groups = groups_layerwise(layers);
+      groups = detail::with_sparse_rows(layers, groups_layerwise(layers), model, config);
       break;
     case Planner::single:
-      groups = groups_single(layers);
+      groups = detail::with_sparse_rows(layers, groups_single(layers), model, config);
       break;
     case Planner::threshold:
       if (config.threshold_numel == 0)
         throw Error("omgs: the threshold planner needs threshold_numel > 0");
-      groups = groups_threshold(layers, config.threshold_numel);
+      groups = detail::with_sparse_rows(layers, groups_threshold(layers, config.threshold_numel),
+                                        model, config);
       break;
     case Planner::optimal: {
       OptimalResult r = search_optimal(layers, model, config, budget);
@@ -373,7 +357,6 @@ Plan make_plan(Planner planner, const std::vector<LayerSpec>& layers, const Perf
           plan_candidates(mixed_candidates(model, config.workers), layers, model, config, budget),
           config.choice_margin);
   }
-  groups = detail::with_sparse_exchange(layers, std::move(groups), model, config);
   return make_plan_from_groups(planner, layers, std::move(groups), model, config);
 }
 

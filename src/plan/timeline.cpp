@@ -5,6 +5,7 @@
 #include <omgs/plan.hpp>
 
 #include "json.hpp"
+#include "plan/collective_table.hpp"
 #include "plan/pipeline.hpp"
 
 namespace omgs {
@@ -38,13 +39,11 @@ Timeline predict(const std::vector<LayerSpec>& layers, const std::vector<Group>&
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const Group& gr = groups[g];
     const detail::GroupSums sums = detail::group_sums(layers, gr);
-    // A dense group has no top-k (its topk_end equals its topk_start) and one allreduce.
-    const bool dense = gr.collective == Collective::dense;
-    const double ts = dense ? 0.0 : model.topk_s(sums.numel);
-    const bool sar = gr.collective == Collective::sparse_allreduce;
-    const double tc = dense ? model.allreduce_s(sums.numel, config.workers)
-                      : sar ? model.sparse_allreduce_s(sums.numel, config.workers, config.density)
-                            : model.allgather_s(sums.numel, config.workers, config.density);
+    // A group whose collective has no top-k (dense) has its topk_end equal to its
+    // topk_start; its exchange's time is its row's.
+    const detail::CollectiveRow& row = detail::collective_row(gr.collective);
+    const double ts = row.sparsifies ? model.topk_s(sums.numel) : 0.0;
+    const double tc = row.time_s(model, sums.numel, config.workers, config.density);
     if (!std::isfinite(ts) || ts < 0.0 || !std::isfinite(tc) || tc < 0.0)
       throw Error("omgs: " + model.describe() + " predicts topk_s = " + std::to_string(ts) + ", " +
                   std::string(to_string(gr.collective)) + "_s = " + std::to_string(tc) +

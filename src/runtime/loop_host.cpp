@@ -29,7 +29,7 @@ PlanConfig RuntimeHost::plan_config() const {
 
 Plan RuntimeHost::plan_for(Planner planner, const std::vector<LayerSpec>& layers,
                            const PerfModel& model, const OptimalBudget& budget) const {
-  return r_.with_sparse_exchange(make_plan(planner, layers, model, r_.plan_config(), budget));
+  return make_plan(planner, layers, model, r_.plan_config(), budget);
 }
 
 double RuntimeHost::wire_pair_bytes() const {

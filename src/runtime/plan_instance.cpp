@@ -7,7 +7,6 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
-#include "plan/sparse_exchange.hpp"
 #include "runtime/exchange_kernels.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -20,7 +19,6 @@ namespace omgs::detail {
 /// in force stays, its engine posting its groups as before, and the error is rethrown.
 void RuntimeImpl::install_plan(Plan next) {
   const double t0 = now_s();
-  next = with_sparse_exchange(std::move(next));
   check_plan(next);
   std::unique_ptr<PlanInstance> built;
   std::string err;
@@ -48,11 +46,6 @@ void RuntimeImpl::install_plan(Plan next) {
   }
   record(TraceKind::install_engine, -1, t3, now_s());
   instance_ = std::move(built);
-}
-
-Plan RuntimeImpl::with_sparse_exchange(Plan plan) const {
-  force_sparse_exchange(plan.groups, options.sparse_exchange);
-  return plan;
 }
 
 /// The exchanges of every group of `next`, and what they share; allocates, no collective.

@@ -122,8 +122,6 @@ class RuntimeImpl : SetupState, IterationState {
     c.sparse_exchange = options.sparse_exchange;
     return c;
   }
-  /// sparse_exchange = allreduce: the plan's sparse groups become sparse allreduces.
-  Plan with_sparse_exchange(Plan plan) const;
   void check_plan(const Plan& plan);
   Plan initial_plan();
   void stop_at_finalize();

@@ -1,0 +1,235 @@
+// The table of collectives (collective_table.hpp): the built-in rows, the registry, the
+// choice classes a planning call uses.
+#include "plan/collective_table.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace omgs::detail {
+
+namespace {
+
+double k_of(std::uint64_t numel, double density) {
+  return static_cast<double>(selected_count(numel, density));
+}
+
+// k * P pairs, saturated (k <= 2^53, P <= 2^31).
+std::uint64_t pairs_of(std::uint64_t numel, int workers, double density) {
+  const std::uint64_t k = selected_count(numel, density);
+  const auto p = static_cast<std::uint64_t>(std::max(workers, 1));
+  return k > UINT64_MAX / p ? UINT64_MAX : k * p;
+}
+
+// Each rank sends its k pairs and receives P * k (exchange_allgather.cpp's buffers).
+CollectiveRow allgather_row() {
+  CollectiveRow r;
+  r.name = "sparse";
+  r.sparsifies = true;
+  r.time_s = [](const PerfModel& m, std::uint64_t n, int p, double d) {
+    return m.allgather_s(n, p, d);
+  };
+  r.known = [](const PerfModel&, int) { return true; };  // check_workers refuses a bad P
+  r.wire_bytes = [](std::uint64_t n, int p, double d) { return (p - 1.0) * k_of(n, d) * 8.0; };
+  r.memory_bytes = [](std::uint64_t n, int p, double d) { return 8.0 * k_of(n, d) * (1.0 + p); };
+  r.max_mpi_count = pairs_of;
+  return r;
+}
+
+// One MPI_Iallreduce of the group's floats, from the gradient into the aggregated buffer.
+CollectiveRow allreduce_row() {
+  CollectiveRow r;
+  r.name = "dense";
+  r.baseline = true;
+  r.time_s = [](const PerfModel& m, std::uint64_t n, int p, double) { return m.allreduce_s(n, p); };
+  r.known = [](const PerfModel& m, int p) { return m.knows_allreduce(p); };
+  r.wire_bytes = [](std::uint64_t n, int p, double) {
+    return 2.0 * (p - 1.0) / p * 4.0 * static_cast<double>(n);
+  };
+  r.memory_bytes = [](std::uint64_t n, int, double) { return 2.0 * 4.0 * static_cast<double>(n); };
+  r.max_mpi_count = [](std::uint64_t n, int, double) { return n; };
+  return r;
+}
+
+// detail::SparseAllreduce (docs/comm.md): the allgather's buffers, the k survivors, and five
+// 8-byte items per element of min(P k, n) for the regions' reduction
+// (exchange_sparse_allreduce.cpp's footprint).
+CollectiveRow sparse_allreduce_row() {
+  CollectiveRow r;
+  r.name = "sparse_allreduce";
+  r.sparsifies = true;
+  r.baseline = true;
+  r.time_s = [](const PerfModel& m, std::uint64_t n, int p, double d) {
+    return m.sparse_allreduce_s(n, p, d);
+  };
+  r.known = [](const PerfModel& m, int p) { return m.knows_sparse_allreduce(p); };
+  r.wire_bytes = [](std::uint64_t n, int p, double d) {
+    return AlphaBetaModel::sparse_allreduce_bytes(n, p, d);
+  };
+  r.memory_bytes = [](std::uint64_t n, int p, double d) {
+    const double k = k_of(n, d);
+    return 8.0 * (k * (1.0 + p) + k + 5.0 * std::min(p * k, static_cast<double>(n)));
+  };
+  r.max_mpi_count = pairs_of;
+  return r;
+}
+
+std::vector<CollectiveRow>& table() {
+  static std::vector<CollectiveRow> rows = [] {
+    std::vector<CollectiveRow> t;
+    t.reserve(256);  // one per id: rows never move
+    for (CollectiveRow r : {allgather_row(), allreduce_row(), sparse_allreduce_row()}) {
+      r.id = static_cast<Collective>(t.size());
+      t.push_back(std::move(r));
+    }
+    return t;
+  }();
+  return rows;
+}
+
+std::string known_names() {
+  std::string s;
+  for (const CollectiveRow& r : table()) s += (s.empty() ? "" : ", ") + r.name;
+  return s;
+}
+
+}  // namespace
+
+bool serves(const CollectiveRow& row, std::uint64_t numel, int workers, double density,
+            const ServeLimits& limits) {
+  if (limits.max_mpi_count != 0 &&
+      row.max_mpi_count(numel, workers, density) > limits.max_mpi_count)
+    return false;
+  return limits.memory_budget_bytes == 0 || row.memory_bytes(numel, workers, density) <=
+                                                static_cast<double>(limits.memory_budget_bytes);
+}
+
+bool serves_groups(const std::vector<LayerSpec>& layers, const std::vector<Group>& groups,
+                   const PlanConfig& config) {
+  const ServeLimits limits = serve_limits(config);
+  if (limits.max_mpi_count == 0 && limits.memory_budget_bytes == 0) return true;
+  for (const Group& g : groups) {
+    std::uint64_t numel = 0;
+    for (std::size_t l = g.begin; l < g.end && l < layers.size(); ++l) numel += layers[l].numel;
+    if (!serves(collective_row(g.collective), numel, config.workers, config.density, limits))
+      return false;
+  }
+  return true;
+}
+
+const std::vector<CollectiveRow>& collective_rows() {
+  return table();
+}
+
+const CollectiveRow& collective_row(Collective c) {
+  const auto i = static_cast<std::size_t>(c);
+  const std::vector<CollectiveRow>& t = table();
+  if (i < t.size()) return t[i];
+  throw Error("omgs: collective " + std::to_string(i) + " has no row in the table of " +
+              "collectives (known: " + known_names() + ")");
+}
+
+const CollectiveRow* find_collective_row(std::string_view name) {
+  for (const CollectiveRow& r : table())
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+Collective register_collective(CollectiveRow row) {
+  if (row.name.empty()) throw Error("omgs: a collective's row needs a name");
+  if (find_collective_row(row.name) != nullptr)
+    throw Error("omgs: a collective named '" + row.name + "' is already registered");
+  if (!row.time_s || !row.known || !row.wire_bytes || !row.memory_bytes || !row.max_mpi_count)
+    throw Error("omgs: collective '" + row.name +
+                "': its row needs time_s, known, wire_bytes, memory_bytes and max_mpi_count");
+  std::vector<CollectiveRow>& t = table();
+  if (t.size() >= 256)
+    throw Error("omgs: the table of collectives is full (256 ids); '" + row.name +
+                "' is not registered");
+  row.id = static_cast<Collective>(t.size());
+  t.push_back(std::move(row));
+  return t.back().id;
+}
+
+PlanRows::PlanRows(const PerfModel& model, const PlanConfig& config, Kinds kinds)
+    : model_(model),
+      workers_(config.workers),
+      density_(config.density),
+      limits_(serve_limits(config)),
+      unlimited_(limits_.max_mpi_count == 0 && limits_.memory_budget_bytes == 0),
+      kinds_(kinds) {
+  const CollectiveSet allowed = allowed_collectives(config);
+  for (bool top_k : {true, false}) {
+    if ((top_k && kinds == Kinds::not_sparsifying) || (!top_k && kinds == Kinds::sparsifying))
+      continue;
+    Class c{top_k, {}};
+    for (const CollectiveRow& r : table()) {
+      if (r.sparsifies != top_k || !allowed.contains(r.id)) continue;
+      if (r.known(model, config.workers))
+        c.rows.push_back(&r);
+      else if (first_unknown_ == nullptr)
+        first_unknown_ = &r;
+    }
+    if (!c.rows.empty()) classes_.push_back(std::move(c));
+  }
+}
+
+void PlanRows::require(const std::string& who) const {
+  if (!classes_.empty()) return;
+  if (first_unknown_ != nullptr) first_unknown_->time_s(model_, 1, workers_, density_);
+  const char* kind = kinds_ == Kinds::sparsifying       ? " with a top-k"
+                     : kinds_ == Kinds::not_sparsifying ? " without a top-k"
+                                                        : "";
+  throw Error("omgs: " + who + " needs an allowed collective" + kind +
+              " that the performance model " + model_.describe() + " knows for P = " +
+              std::to_string(workers_) + " (allowed: PlanConfig::collectives or sparse_exchange)");
+}
+
+RowPick PlanRows::pick_among(const Class& k, std::uint64_t numel) const {
+  const std::vector<const CollectiveRow*>& rows = k.rows;
+  RowPick best, any;
+  bool found = false, any_found = false;
+  for (const CollectiveRow* r : rows) {
+    const double t = r->time_s(model_, numel, workers_, density_);
+    if (!any_found || t < any.comm_s) any = {t, r->id, false};
+    any_found = true;
+    if (!serves(*r, numel, workers_, density_, limits_)) continue;
+    if (!found || t < best.comm_s) best = {t, r->id, true};
+    found = true;
+  }
+  return found ? best : any;
+}
+
+std::size_t PlanRows::sparsifying_class() const {
+  return !classes_.empty() && classes_[0].sparsifies ? 0 : classes_.size();
+}
+
+void check_collectives(const PerfModel& model, const PlanConfig& config) {
+  const CollectiveSet allowed = allowed_collectives(config);
+  for (std::size_t i = 0; i < 256; ++i)
+    if (allowed.contains(static_cast<Collective>(i))) collective_row(static_cast<Collective>(i));
+  const CollectiveRow* first = nullptr;
+  for (const CollectiveRow& r : table()) {
+    if (!r.sparsifies || !allowed.contains(r.id)) continue;
+    if (r.known(model, config.workers)) return;
+    if (first == nullptr) first = &r;
+  }
+  if (first == nullptr) return;
+  first->time_s(model, 1, config.workers, config.density);  // throws, naming P
+  throw Error("omgs: the performance model " + model.describe() + " knows no allowed " +
+              "collective with a top-k (" + first->name +
+              ", ...) for P = " + std::to_string(config.workers));
+}
+
+std::vector<Group> with_sparse_rows(const std::vector<LayerSpec>& layers, std::vector<Group> groups,
+                                    const PerfModel& model, const PlanConfig& config) {
+  const PlanRows rows(model, config, PlanRows::Kinds::sparsifying);
+  rows.require("this planner");
+  for (Group& g : groups) {
+    std::uint64_t numel = 0;
+    for (std::size_t l = g.begin; l < g.end; ++l) numel += layers[l].numel;
+    g.collective = rows.pick(0, numel).collective;
+  }
+  return groups;
+}
+
+}  // namespace omgs::detail
