@@ -24,6 +24,7 @@ std::uint64_t pairs_of(std::uint64_t numel, int workers, double density) {
 CollectiveRow allgather_row() {
   CollectiveRow r;
   r.name = "sparse";
+  r.line = "allgather";
   r.sparsifies = true;
   r.time_s = [](const PerfModel& m, std::uint64_t n, int p, double d) {
     return m.allgather_s(n, p, d);
@@ -39,6 +40,7 @@ CollectiveRow allgather_row() {
 CollectiveRow allreduce_row() {
   CollectiveRow r;
   r.name = "dense";
+  r.line = "allreduce";
   r.baseline = true;
   r.time_s = [](const PerfModel& m, std::uint64_t n, int p, double) { return m.allreduce_s(n, p); };
   r.known = [](const PerfModel& m, int p) { return m.knows_allreduce(p); };
@@ -56,6 +58,7 @@ CollectiveRow allreduce_row() {
 CollectiveRow sparse_allreduce_row() {
   CollectiveRow r;
   r.name = "sparse_allreduce";
+  r.line = "sparse_allreduce";
   r.sparsifies = true;
   r.baseline = true;
   r.time_s = [](const PerfModel& m, std::uint64_t n, int p, double d) {
@@ -138,6 +141,14 @@ Collective register_collective(CollectiveRow row) {
   if (row.name.empty()) throw Error("omgs: a collective's row needs a name");
   if (find_collective_row(row.name) != nullptr)
     throw Error("omgs: a collective named '" + row.name + "' is already registered");
+  if (!row.line.empty() && !row.time_s)
+    row.time_s = [line = row.line](const PerfModel& m, std::uint64_t n, int p, double d) {
+      return m.collective_s(line, n, p, d);
+    };
+  if (!row.line.empty() && !row.known)
+    row.known = [line = row.line](const PerfModel& m, int p) {
+      return m.knows_collective(line, p);
+    };
   if (!row.time_s || !row.known || !row.wire_bytes || !row.memory_bytes || !row.max_mpi_count)
     throw Error("omgs: collective '" + row.name +
                 "': its row needs time_s, known, wire_bytes, memory_bytes and max_mpi_count");

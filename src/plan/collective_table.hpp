@@ -20,6 +20,11 @@ namespace omgs::detail {
 struct CollectiveRow {
   Collective id = Collective::sparse;  ///< set by register_collective
   std::string name;                    ///< to_string(id): the plan JSON's word
+  /// The performance model's line that times it (PerfModel::collective_s: "allgather",
+  /// "allreduce", "sparse_allreduce", or a name given to detail::register_line_bytes).
+  /// A registered row with a line may leave time_s and known unset: they then ask the model
+  /// by this name.
+  std::string line;
   /// An error-feedback top-k precedes the exchange: the group pays PerfModel::topk_s on the
   /// compute stream. Without it the exchange starts when the group's backward ends.
   bool sparsifies = false;
@@ -71,8 +76,9 @@ const std::vector<CollectiveRow>& collective_rows();
 const CollectiveRow& collective_row(Collective c);
 /// The row named `name`, or nullptr.
 const CollectiveRow* find_collective_row(std::string_view name);
-/// Adds a row with the next free id and returns that id. Throws omgs::Error on an empty or
-/// taken name, a function not set, or a full table (256 ids). Not thread-safe (see above).
+/// Adds a row with the next free id and returns that id (time_s and known from `line` where
+/// unset). Throws omgs::Error on an empty or taken name, a function not set (and no line to
+/// set it from), or a full table (256 ids). Not thread-safe (see above).
 Collective register_collective(CollectiveRow row);
 
 /// A row's choice for one group: its collective and communication time; `serves` false when

@@ -6,12 +6,44 @@
 
 #include <omgs/error.hpp>
 
+#include "plan/collective_table.hpp"
+
 namespace omgs::detail {
 
 OptimalBudget loop_optimal_budget() {
   OptimalBudget b;
   b.max_work /= 30;
   return b;
+}
+
+namespace {
+// The row timed by the model's line `name`: nullptr for a line no row uses.
+const CollectiveRow* row_of_line(std::string_view name) {
+  for (const CollectiveRow& r : collective_rows())
+    if (r.line == name) return &r;
+  return nullptr;
+}
+bool built_in_line(std::string_view name) {
+  return name == "allgather" || name == "allreduce" || name == "sparse_allreduce";
+}
+}  // namespace
+
+bool SparseOnlyModel::knows_collective(std::string_view name, int workers) const {
+  const CollectiveRow* row = row_of_line(name);
+  if (row != nullptr && !row->sparsifies) return false;
+  // The built-in lines through this model's virtuals (which hide the dense allreduce).
+  return built_in_line(name) ? PerfModel::knows_collective(name, workers)
+                             : m_.knows_collective(name, workers);
+}
+
+double SparseOnlyModel::collective_s(std::string_view name, std::uint64_t numel, int workers,
+                                     double density) const {
+  if (built_in_line(name)) return PerfModel::collective_s(name, numel, workers, density);
+  const CollectiveRow* row = row_of_line(name);
+  if (row != nullptr && !row->sparsifies)
+    throw Error("omgs: the performance model " + describe() + " has no " + std::string(name) +
+                " cost (its plans have sparse groups only)");
+  return m_.collective_s(name, numel, workers, density);
 }
 
 bool sparse_only_planner(Planner planner) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <omgs/plan.hpp>
@@ -38,6 +39,10 @@ class SparseOnlyModel final : public PerfModel {
   double sparse_allreduce_s(std::uint64_t numel, int workers, double density) const override {
     return m_.sparse_allreduce_s(numel, workers, density);
   }
+  /// The lines of the table's rows with a top-k (registered ones too); none without.
+  bool knows_collective(std::string_view name, int workers) const override;
+  double collective_s(std::string_view name, std::uint64_t numel, int workers,
+                      double density) const override;
 
  private:
   const PerfModel& m_;

@@ -12,7 +12,9 @@
 #include <omgs/plan.hpp>
 
 #include "omgs_catch.hpp"
+#include "plan/collective_costs.hpp"
 #include "plan/collective_table.hpp"
+#include "plan/loop_candidate.hpp"
 #include "test_support.hpp"
 
 using omgs::Collective;
@@ -320,4 +322,61 @@ TEST_CASE("collective table: a registered collective is planned when it is faste
       omgs::make_plan_from_groups(Planner::optimal, one, {{0, 1, 0, rb}}, *model, c);
   CHECK(omgs::plan_to_json(p, one, c).find("\"collectives\": [\"reduce_bcast\"]") !=
         std::string::npos);
+}
+
+namespace {
+// The test-only line "p2p_pairs": the allgather's pairs posted as P - 1 point-to-point
+// messages, whose beta multiplies the (P - 1) k 8 bytes each rank receives.
+double p2p_bytes(std::uint64_t numel, int workers, double density,
+                 const omgs::detail::LineFormat& format) {
+  return (workers - 1.0) * static_cast<double>(omgs::selected_count(numel, density)) *
+         format.pair_bytes;
+}
+}  // namespace
+
+TEST_CASE("collective table: a row with a line is timed by the model's line of that name",
+          "[plan][table][lines]") {
+  omgs::detail::register_line_bytes("p2p_pairs", p2p_bytes, p2p_bytes);
+  static const Collective p2p = [] {
+    omgs::detail::CollectiveRow r;
+    r.name = "p2p_pairs";
+    r.line = "p2p_pairs";  // time_s and known from the model's line
+    r.sparsifies = true;
+    r.wire_bytes = [](std::uint64_t n, int p, double d) {
+      return p2p_bytes(n, p, d, omgs::detail::LineFormat{});
+    };
+    r.memory_bytes = [](std::uint64_t n, int p, double d) {
+      return 8.0 * static_cast<double>(omgs::selected_count(n, d)) * (1.0 + p);
+    };
+    r.max_mpi_count = [](std::uint64_t n, int, double d) { return omgs::selected_count(n, d); };
+    return omgs::detail::register_collective(std::move(r));
+  }();
+  CHECK(collective_row(p2p).line == "p2p_pairs");
+  // Tables at P = 4: allgather 1e-4 + 1e-9 (P k 8); p2p_pairs alpha 5e-5 or 5e-3.
+  auto model = [](double alpha) {
+    return omgs::AlphaBetaModel::from_json(
+        R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 0, "c1_s": 1e-9},
+            "allgather": [{"workers": 4, "alpha_s": 1e-4, "beta_s_per_byte": 1e-9}],
+            "p2p_pairs": [{"workers": 4, "alpha_s": )" +
+        std::to_string(alpha) + R"(, "beta_s_per_byte": 1e-9}]})");
+  };
+  const std::vector<omgs::LayerSpec> layers = {{"a", 100000, 1e-3}, {"b", 2000, 1e-3}};
+  omgs::PlanConfig c{4, 0.01, 8192};
+  c.collectives = {Collective::sparse, p2p};
+  const omgs::AlphaBetaModel cheap = model(5e-5), dear = model(5e-3);
+  CHECK(collective_row(p2p).time_s(cheap, 1000, 4, 0.01) ==
+        cheap.collective_s("p2p_pairs", 1000, 4, 0.01));
+  CHECK(collective_row(p2p).known(cheap, 4));
+  CHECK_FALSE(collective_row(p2p).known(cheap, 8));  // no line for P = 8
+  // Fewer bytes (3 k vs 4 k pairs) and a smaller alpha: every sparse group takes it.
+  for (const omgs::Group& g : omgs::make_plan(Planner::mgs, layers, cheap, c).groups)
+    CHECK(g.collective == p2p);
+  for (const omgs::Group& g : omgs::make_plan(Planner::optimal, layers, dear, c).groups)
+    CHECK(g.collective == Collective::sparse);
+  // The closed loop's sparse-only view of the model knows it (it has a top-k).
+  const omgs::detail::SparseOnlyModel sparse_only(cheap);
+  CHECK(sparse_only.knows_collective("p2p_pairs", 4));
+  CHECK(sparse_only.collective_s("p2p_pairs", 1000, 4, 0.01) ==
+        cheap.collective_s("p2p_pairs", 1000, 4, 0.01));
+  CHECK_FALSE(sparse_only.knows_collective("allreduce", 4));
 }
