@@ -6,6 +6,9 @@
 #include <set>
 #include <string>
 
+#include "plan/collective_costs.hpp"
+#include "plan/collective_table.hpp"
+
 namespace omgs::detail {
 
 GroupCosts group_costs(const Timeline& t, std::size_t g) {
@@ -76,7 +79,13 @@ const char* fit_line(const Group& g, int workers, double density, double pair_by
       x = AlphaBetaModel::sparse_allreduce_bytes(g.numel, workers, density, pair_bytes);
       return "sparse_allreduce";
   }
-  return nullptr;
+  // A registered collective: its row's line, if it has a top-k (the same family of points)
+  // and its line's bytes are registered.
+  const CollectiveRow& row = collective_row(g.collective);
+  const LineKind* kind = row.sparsifies ? find_line_kind(row.line) : nullptr;
+  if (kind == nullptr) return nullptr;
+  x = kind->table_bytes(g.numel, workers, density, LineFormat{4.0, pair_bytes});
+  return row.line.c_str();  // rows never move
 }
 
 LinearFit TimelineFit::line(std::string_view name) const {

@@ -47,7 +47,9 @@ struct TimelineFit {
 /// x is the bytes received in 8-byte pairs (AlphaBetaModel::bytes_received; the refit
 /// converts its beta to the pair format in force), the sparse allreduce's its wire bytes at
 /// `pair_bytes` per pair (AlphaBetaModel::sparse_allreduce_bytes: the pair wire in force
-/// when the points were measured).
+/// when the points were measured); a registered collective with a top-k: its row's line
+/// (CollectiveRow::line), x its line's table bytes (nullptr if the line has no registered
+/// bytes).
 const char* fit_line(const Group& g, int workers, double density, double pair_bytes, double& x);
 
 /// Each group's typical costs over `count` measured timelines of the plan (each with

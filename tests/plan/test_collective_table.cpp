@@ -15,6 +15,7 @@
 #include "plan/collective_costs.hpp"
 #include "plan/collective_table.hpp"
 #include "plan/loop_candidate.hpp"
+#include "plan/timeline_fit.hpp"
 #include "test_support.hpp"
 
 using omgs::Collective;
@@ -379,4 +380,10 @@ TEST_CASE("collective table: a row with a line is timed by the model's line of t
   CHECK(sparse_only.collective_s("p2p_pairs", 1000, 4, 0.01) ==
         cheap.collective_s("p2p_pairs", 1000, 4, 0.01));
   CHECK_FALSE(sparse_only.knows_collective("allreduce", 4));
+  // The refit fits its groups on its own line, x its line's bytes.
+  double x = 0.0;
+  const char* line = omgs::detail::fit_line({0, 1, 1000, p2p}, 4, 0.01, 8.0, x);
+  REQUIRE(line != nullptr);
+  CHECK(std::string(line) == "p2p_pairs");
+  CHECK(x == 3.0 * 10.0 * 8.0);
 }
