@@ -39,10 +39,6 @@ class AllgatherExchange final : public TopkExchange {
   std::size_t bytes_received() const noexcept override {
     return units_ * static_cast<std::size_t>(ctx_.ranks) * sizeof(SparsePair);
   }
-  double predicted_s(const PerfModel& model, double density) const override {
-    return model.allgather_s(slice_.numel, ctx_.ranks, density);
-  }
-
   void prepare(IterationStats& st) override {
     if (compact_) {
       select(st);

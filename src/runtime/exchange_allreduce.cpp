@@ -28,10 +28,6 @@ class AllreduceExchange final : public GroupExchange {
   }
   std::size_t bytes_sent() const noexcept override { return slice_.numel * sizeof(float); }
   std::size_t bytes_received() const noexcept override { return bytes_sent(); }
-  double predicted_s(const PerfModel& model, double /*density*/) const override {
-    return model.allreduce_s(slice_.numel, ctx_.ranks);
-  }
-
   void prepare(IterationStats& /*st*/) override {
     detail::fence(exec());  // the gradient is complete before MPI reads it
   }

@@ -103,8 +103,6 @@ class GroupExchange {
   /// finish(): the exchange ended with w; apply it (averaged into the aggregated gradient)
   /// or skip it (this rank's contribution kept in its residual, the slot zeroed).
   virtual void complete(WaitStatus w, GroupReport r) = 0;
-  /// The planner's cost term of this exchange (its model's prediction of the collective).
-  virtual double predicted_s(const PerfModel& model, double density) const = 0;
 
   const GroupSlice& slice() const noexcept { return slice_; }
   std::pair<std::size_t, std::size_t> range() const {
