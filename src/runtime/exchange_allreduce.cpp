@@ -19,11 +19,14 @@ class AllreduceExchange final : public GroupExchange {
 
   std::size_t k() const noexcept override { return 0; }
   const std::string& region() const override { return OMGS_LABEL("omgs::dense"); }
+  const char* name() const noexcept override { return "allreduce"; }
   GroupBuffers wire() const override {
     GroupBuffers b;
+    b.kind = WireKind::allreduce_sum;
     b.dense_send = flat().grad.data() + slice_.offset;
     b.dense_recv = flat().agg.data() + slice_.offset;
     b.dense_numel = slice_.numel;
+    b.blocking_allreduce = ctx_.blocking_allreduce;
     return b;
   }
   std::size_t bytes_sent() const noexcept override { return slice_.numel * sizeof(float); }

@@ -32,8 +32,10 @@ class SparseAllreduceExchange final : public TopkExchange {
     dropped_ = kernels::PairView("omgs::sparse_allreduce_dropped", back);
   }
 
+  const char* name() const noexcept override { return "sparse allreduce"; }
   GroupBuffers wire() const override {
     GroupBuffers b{send_.data(), recv_.data(), k_};
+    b.kind = WireKind::sparse_allreduce;
     b.sparse_numel = slice_.numel;
     b.dropped = dropped_.data();
     b.pair_wire = ctx_.pair_wire;
