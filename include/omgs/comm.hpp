@@ -1,6 +1,7 @@
 // omgs::ProgressEngine: one progress thread (hwloc-pinned) that posts one collective per
 // merged group, in plan order, and reports completions: MPI_Iallgatherv of the group's
-// pairs, or MPI_Iallreduce of a dense group's floats (GroupBuffers says which).
+// pairs, MPI_Iallreduce of a dense group's floats, or the sparse allreduce of its pairs
+// (GroupBuffers::kind says which).
 //
 //   owner thread                         progress thread
 //   submit(g) --> submit queue  ------>  post group g's collective      (plan order)
@@ -95,21 +96,38 @@ OMGS_EXPORT std::string_view to_string(PairWire wire);
 /// "pairs8" | "fp32" | "bf16" | "fp16"; throws omgs::Error naming the value otherwise.
 OMGS_EXPORT PairWire parse_pair_wire(std::string_view name);
 
-/// Caller-owned buffers of one merged group. Each rank contributes up to k pairs from
-/// `send`; `recv` receives the pairs of all P ranks, rank r's at recv_displs(g)[r].
-/// Both must stay valid (and not be written while the group is in flight) for the
-/// engine's lifetime.
+/// The collective a group's buffers are for: which wire the engine posts them with
+/// (src/comm/wire.cpp's registry), and which fields of GroupBuffers it reads. The fields of
+/// another kind must be left at their defaults: a group whose fields contradict its kind is
+/// refused at set-up (on every rank). A wire registered beside these (register_wire,
+/// src/comm/wire.hpp) takes a value of its own.
+enum class WireKind : int {
+  allgather_pairs = 0,   ///< send, recv, k: MPI_Iallgatherv of every rank's pairs
+  allreduce_sum = 1,     ///< dense_send, dense_recv, dense_numel, blocking_allreduce
+  sparse_allreduce = 2,  ///< send, recv, k, sparse_numel, dropped, pair_wire
+};
+OMGS_EXPORT const char* to_string(WireKind kind);
+
+/// Caller-owned buffers of one merged group, of the collective `kind` names. An allgather
+/// group: each rank contributes up to k pairs from `send`; `recv` receives the pairs of all
+/// P ranks, rank r's at recv_displs(g)[r]. The buffers must stay valid (and not be written
+/// while the group is in flight) for the engine's lifetime.
 struct GroupBuffers {
   const SparsePair* send = nullptr;  ///< k pairs (in options.buffer_space)
   SparsePair* recv = nullptr;        ///< P * k pairs (in options.buffer_space)
   std::size_t k = 0;                 ///< pairs per rank (fixed mode) or the maximum (variable)
-  /// A dense group (dense_numel > 0, k == 0): one MPI_Iallreduce (MPI_SUM) of dense_numel
-  /// floats from dense_send into dense_recv, on the same communicator as the allgathers and
-  /// in the same plan order. submit(g) with count 0 (variable mode) or submit(g).
+  /// A dense group (WireKind::allreduce_sum; k == 0): one MPI_Iallreduce (MPI_SUM) of
+  /// dense_numel floats from dense_send into dense_recv, on the same communicator as the
+  /// allgathers and in the same plan order. submit(g) with count 0 (variable mode) or
+  /// submit(g).
   const float* dense_send = nullptr;  ///< dense_numel floats (in options.buffer_space)
   float* dense_recv = nullptr;        ///< dense_numel floats: the sum over the ranks
   std::size_t dense_numel = 0;
-  /// A sparse-allreduce group (sparse_numel > 0): the group's sparse_numel elements,
+  /// A dense group: the progress thread calls a blocking MPI_Allreduce and the group
+  /// completes when it returns (RuntimeOptions::dense_allreduce), instead of posting an
+  /// MPI_Iallreduce. Needs the progress thread (not inline mode).
+  bool blocking_allreduce = false;
+  /// A sparse-allreduce group (WireKind::sparse_allreduce): the group's sparse_numel elements,
   /// exchanged by omgs::detail::SparseAllreduce on a communicator of its own (several steps,
   /// driven by the progress thread beside the other groups' collectives). Each rank submits
   /// up to k pairs from `send` (indices below sparse_numel); about k of the pairs' sums
@@ -123,6 +141,7 @@ struct GroupBuffers {
   SparsePair* dropped = nullptr;  ///< k (pairs8) or k + P k pairs (in options.buffer_space)
   /// How a sparse-allreduce group's pairs travel (every rank must agree).
   PairWire pair_wire = PairWire::pairs8;
+  WireKind kind = WireKind::allgather_pairs;
 };
 
 /// Copies `bytes` between host and device memory (the runtime passes e.g. a
@@ -158,10 +177,6 @@ struct ProgressOptions {
   /// How long the destructor lets in-flight collectives finish before giving up, seconds
   /// (the same default as RuntimeOptions::shutdown_timeout_s).
   double shutdown_timeout_s = 5.0;
-  /// Dense groups: the progress thread calls a blocking MPI_Allreduce and the group
-  /// completes when it returns (RuntimeOptions::dense_allreduce), instead of posting an
-  /// MPI_Iallreduce. Needs the progress thread (not inline mode).
-  bool blocking_allreduce = false;
 };
 
 enum class SubmitStatus {
@@ -315,8 +330,8 @@ class OMGS_EXPORT ProgressEngine {
   /// Total pairs in groups[g].recv after the last completed exchange (a sparse-allreduce
   /// group: the survivors; its recv_counts are 0).
   std::size_t recv_total(int g) const noexcept;
-  /// A sparse-allreduce group: this rank's pairs in groups[g].dropped after the last
-  /// completed exchange (0 for other groups).
+  /// Pairs the last completed exchange of group g gave back to this rank (a
+  /// sparse-allreduce group: its pairs in groups[g].dropped; 0 for the other wires).
   std::size_t dropped_total(int g) const noexcept;
 
   int num_groups() const noexcept;

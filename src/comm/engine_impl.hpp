@@ -34,21 +34,29 @@ enum class Submission : int {
   submitted,  ///< submitted, not yet reported complete to the owner
 };
 
+/// Where a group's exchange is in the driver ([P]). The request slot of the phases in
+/// flight on MPI is EngineImpl::requests_[g] (one array, for MPI_Testsome).
+enum class DriverPhase : std::uint8_t {
+  idle,              ///< nothing posted (not submitted, or completed)
+  counts_in_flight,  ///< variable counts: the count MPI_Iallgather is in flight
+  counts_ready,      ///< counts arrived (or none to exchange): the data waits for plan order
+  data_in_flight,    ///< the wire's data collective is in flight (its request)
+  phased_in_flight,  ///< a phased wire's exchange is in flight (Wire::advance)
+};
+
 /// Per-group state. Fields marked [P] belong to whoever drives MPI (the progress thread,
 /// or the owner in inline mode); [O] to the owner; [S] written by the submitter before
 /// the submit-queue push and read by [P] after the pop (the queue's release/acquire
 /// orders them).
 struct GroupState {
   std::unique_ptr<Wire> wire;  // what the group posts (its collective and its buffers)
-  std::size_t k = 0;           // wire->k(): the most items a submit may count
-  std::vector<int> counts;     // [P] per-rank counts of the exchange in flight / last
-  std::vector<int> displs;     // [P]
-  int send_count = 0;          // [S]
-  int total = 0;               // [P] pairs received in the last exchange
-  bool counts_phase = false;   // [P] the count MPI_Iallgather is in flight
-  bool counts_ready = false;   // [P] counts arrived, data not yet posted (waits for plan order)
-  bool phased = false;         // [P] a phased wire's exchange is in flight (advance())
-  int dropped = 0;             // [P] a sparse allreduce's dropped pairs of this rank
+  WireKind kind = WireKind::allgather_pairs;  // the caller's GroupBuffers::kind (agreed)
+  std::size_t k = 0;                          // wire->k(): the most items a submit may count
+  std::vector<int> counts;                // [P] per-rank counts of the exchange in flight / last
+  std::vector<int> displs;                // [P]
+  int send_count = 0;                     // [S]
+  int total = 0;                          // [P] pairs received in the last exchange
+  DriverPhase phase = DriverPhase::idle;  // [P]
   std::atomic<Submission> state{Submission::idle};
   bool failed = false;  // [P] MPI reported an error completing the exchange (read by [O]
                         // after the completion-queue pop, which orders it)

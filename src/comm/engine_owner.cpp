@@ -271,7 +271,7 @@ std::size_t ProgressEngine::recv_total(int g) const noexcept {
 }
 std::size_t ProgressEngine::dropped_total(int g) const noexcept {
   if (g < 0 || g >= impl_->num_groups_) return 0;
-  return static_cast<std::size_t>(impl_->groups_[static_cast<std::size_t>(g)].dropped);
+  return impl_->groups_[static_cast<std::size_t>(g)].wire->dropped();
 }
 int ProgressEngine::num_groups() const noexcept {
   return impl_->num_groups_;

@@ -129,11 +129,6 @@ ProgressOptions EngineImpl::configure(MPI_Comm user_comm, ProgressOptions option
 
 /// This rank's verdict on the groups and options ("" if fine); decides staging.
 std::string EngineImpl::validate_groups(const std::vector<GroupBuffers>& groups) {
-  if (options_.blocking_allreduce && mode_ != ProgressMode::thread)
-    return "blocking_allreduce needs the progress thread (this rank runs inline: " +
-           std::string(options_.force_inline ? "options.force_inline"
-                                             : thread_level_name(thread_level_)) +
-           ")";
   gpu_aware_ = options_.gpu_aware == GpuAwareMpi::automatic
                    ? mpi_reports_gpu_support()
                    : options_.gpu_aware == GpuAwareMpi::yes;
@@ -165,11 +160,21 @@ std::string EngineImpl::make_group_set(const std::vector<GroupBuffers>& groups,
   if (out.count == 0) return "no groups given";
   out.states.reset(new GroupState[groups.size()]);
   bool host_only = false;
+  WireSetup setup;
+  setup.ranks = ranks_;
+  if (mode_ != ProgressMode::thread)
+    setup.inline_reason =
+        options_.force_inline ? "options.force_inline" : thread_level_name(thread_level_);
   for (int g = 0; g < out.count; ++g) {
     GroupState& s = out.states[static_cast<std::size_t>(g)];
-    s.wire = make_wire(groups[static_cast<std::size_t>(g)], options_.blocking_allreduce);
+    try {
+      s.wire = make_wire(groups[static_cast<std::size_t>(g)]);
+    } catch (const Error& e) {
+      return "group " + std::to_string(g) + ": " + e.what();
+    }
+    s.kind = groups[static_cast<std::size_t>(g)].kind;
     s.k = s.wire->k();
-    std::string err = s.wire->check(g, ranks_);
+    std::string err = s.wire->check(g, setup);
     if (!err.empty()) return err;
     host_only |= s.wire->host_only();
   }
@@ -191,18 +196,21 @@ void EngineImpl::agree_on_groups(const std::string& local_error, const GroupStat
     throw Error(prefix + "ranks disagree on the number of groups (" + std::to_string(mn[0]) +
                 " to " + std::to_string(mx[0]) + "; this rank has " + std::to_string(count) + ")");
   if (mx[1] != mn[1]) throw Error(prefix + "ranks disagree on options.variable_counts");
-  // Every k, then every wire's extent (a dense group's size): a group sparse on one rank
-  // and dense on another would post an allgather against an allreduce.
+  // Every k, every kind, then every wire's extent (a dense group's size): a group sparse on
+  // one rank and dense on another would post an allgather against an allreduce.
   const auto G = static_cast<std::size_t>(count);
   std::vector<std::uint64_t> ks;
   for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].k);
+  for (std::size_t g = 0; g < G; ++g) ks.push_back(static_cast<std::uint64_t>(states[g].kind));
   for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].wire->extent());
   max_min(comm_.get(), ks, mx, mn);
   for (std::size_t i = 0; i < ks.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(prefix + "ranks disagree on " +
-                  (i < G ? "k" : "the collective (dense or sparse-allreduce size)") + " of group " +
-                  std::to_string(i % G) + " (" + std::to_string(mn[i]) + " to " +
+                  (i < G       ? "k"
+                   : i < 2 * G ? "the collective (GroupBuffers::kind)"
+                               : "the collective (dense or sparse-allreduce size)") +
+                  " of group " + std::to_string(i % G) + " (" + std::to_string(mn[i]) + " to " +
                   std::to_string(mx[i]) + "; rank " + std::to_string(rank_) + " has " +
                   std::to_string(ks[i]) + ")");
 }

@@ -1,9 +1,10 @@
 // The progress engine's driver: one collective per merged group, the one its wire posts
 // (wire.hpp: the pairs' MPI_Iallgatherv, a dense group's MPI_Iallreduce, on the same
-// communicator; a sparse allreduce's steps on its own, advanced beside them), in plan order, by a
-// (pinned) progress thread or, in inline mode, by the owner's own calls; completions tested and
-// handed back. The owner's side is in engine_owner.cpp, the set-up in engine_setup.cpp, the
-// watchdog protocol in watchdog.cpp.
+// communicator; a phased wire's steps, e.g. the sparse allreduce's, on its own, advanced beside
+// them), in plan order, by a (pinned) progress thread or, in inline mode, by the owner's own
+// calls; completions tested and handed back. Each group's DriverPhase (engine_impl.hpp) says
+// where its exchange is. The owner's side is in engine_owner.cpp, the set-up in engine_setup.cpp,
+// the watchdog protocol in watchdog.cpp.
 #include <omgs/comm.hpp>
 
 #include <algorithm>
@@ -127,7 +128,7 @@ bool EngineImpl::advance_phased() noexcept {
   bool any = false;
   for (int g = 0; g < num_groups_; ++g) {
     GroupState& s = groups_[static_cast<std::size_t>(g)];
-    if (!s.phased) continue;
+    if (s.phase != DriverPhase::phased_in_flight) continue;
     bool done = false;
     const int rc = s.wire->advance(s, done);
     if (rc != MPI_SUCCESS) {
@@ -137,7 +138,6 @@ bool EngineImpl::advance_phased() noexcept {
       done = true;
     }
     if (!done) continue;
-    s.phased = false;
     --phased_inflight_;
     on_request_done(g);
     any = true;
@@ -163,9 +163,8 @@ void EngineImpl::post_failed(int g, int rc) noexcept {
 
 bool EngineImpl::post_pending_data() noexcept {
   bool did = false;
-  while (groups_[static_cast<std::size_t>(next_data_)].counts_ready) {
-    if (!post_data(next_data_)) break;
-    groups_[static_cast<std::size_t>(next_data_)].counts_ready = false;
+  while (groups_[static_cast<std::size_t>(next_data_)].phase == DriverPhase::counts_ready) {
+    if (!post_data(next_data_)) break;  // it stays counts_ready: retried later
     next_data_ = next_data_ + 1 == num_groups_ ? 0 : next_data_ + 1;
     did = true;
   }
@@ -178,8 +177,7 @@ bool EngineImpl::post_first(int g) noexcept {
   if (options_.variable_counts && !s.wire->exchanges_counts()) {
     // No counts to exchange: the data waits for its turn on the data communicator behind
     // earlier groups whose counts are still in flight (plan order on every rank).
-    s.counts_phase = false;
-    s.counts_ready = true;
+    s.phase = DriverPhase::counts_ready;
     post_pending_data();
   } else if (options_.variable_counts) {
     const int rc = MPI_Iallgather(&s.send_count, 1, MPI_INT, s.counts.data(), 1, MPI_INT,
@@ -188,7 +186,7 @@ bool EngineImpl::post_first(int g) noexcept {
       post_failed(g, rc);
       return false;
     }
-    s.counts_phase = true;
+    s.phase = DriverPhase::counts_in_flight;
     collectives_posted_.fetch_add(1, std::memory_order_relaxed);
   } else if (!post_data(g)) {
     return false;
@@ -211,10 +209,11 @@ bool EngineImpl::post_data(int g) noexcept {
     post_failed(g, rc);
     return false;
   }
-  s.counts_phase = false;
   if (s.wire->phased()) {
-    s.phased = true;
+    s.phase = DriverPhase::phased_in_flight;
     ++phased_inflight_;
+  } else {
+    s.phase = DriverPhase::data_in_flight;
   }
   collectives_posted_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -239,14 +238,13 @@ void EngineImpl::compute_displs(GroupState& s) noexcept {
 
 void EngineImpl::on_request_done(int g) noexcept {
   GroupState& s = groups_[static_cast<std::size_t>(g)];
-  if (s.counts_phase && !s.failed) {
+  if (s.phase == DriverPhase::counts_in_flight && !s.failed) {
     // Chained: counts known. Post pairs in plan order only (see count_comm_).
-    s.counts_phase = false;
-    s.counts_ready = true;
+    s.phase = DriverPhase::counts_ready;
     post_pending_data();
     return;
   }
-  s.counts_phase = false;
+  s.phase = DriverPhase::idle;
   --inflight_;
   counters_.completed.fetch_add(1, std::memory_order_relaxed);
   s.completions.fetch_add(1, std::memory_order_relaxed);
@@ -280,7 +278,8 @@ bool EngineImpl::service_watchdog() noexcept {
 /// number it will get in plan order.
 std::uint64_t EngineImpl::exchange_number(int g) const noexcept {
   const GroupState& s = groups_[static_cast<std::size_t>(g)];
-  if (requests_[static_cast<std::size_t>(g)] != MPI_REQUEST_NULL || s.counts_ready || s.phased)
+  if (requests_[static_cast<std::size_t>(g)] != MPI_REQUEST_NULL ||
+      s.phase == DriverPhase::counts_ready || s.phase == DriverPhase::phased_in_flight)
     return s.post_seq.load(std::memory_order_relaxed);
   const std::uint64_t cycle = g >= next_post_ ? cycle_ : cycle_ + 1;
   return cycle * static_cast<std::uint64_t>(num_groups_) + static_cast<std::uint64_t>(g) + 1;

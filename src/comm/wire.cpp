@@ -1,14 +1,78 @@
-// The registration of the wires (wire.hpp): which collective a caller's GroupBuffers asks
-// for. A new collective adds its wire file and one line here.
+// The registry of the wires (wire.hpp): which wire a caller's GroupBuffers asks for, by its
+// kind. The built-in kinds register here; another collective registers its own kind with
+// register_wire() from its own files.
 #include "comm/wire.hpp"
+
+#include <map>
+#include <mutex>
 
 namespace omgs::detail {
 
-std::unique_ptr<Wire> make_wire(const GroupBuffers& b, bool blocking_allreduce) {
-  // GroupBuffers names a dense group by its dense buffers (the public struct's contract).
-  if (b.dense_numel > 0) return allreduce_sum_wire(b, blocking_allreduce);
-  if (b.sparse_numel > 0) return sparse_allreduce_wire(b);
-  return allgatherv_pairs_wire(b);
+namespace {
+
+struct WireRegistry {
+  std::mutex mutex;
+  std::map<int, WireFactory> factories;
+  WireRegistry() {
+    factories[static_cast<int>(WireKind::allgather_pairs)] = allgatherv_pairs_wire;
+    factories[static_cast<int>(WireKind::allreduce_sum)] = allreduce_sum_wire;
+    factories[static_cast<int>(WireKind::sparse_allreduce)] = sparse_allreduce_wire;
+  }
+};
+
+WireRegistry& registry() {
+  static WireRegistry r;
+  return r;
+}
+
+/// "" if `b` leaves every field outside `used` at its default, else the first set field.
+std::string stray_fields(const GroupBuffers& b, unsigned used) {
+  const GroupBuffers none;
+  if (!(used & pair_fields)) {
+    if (b.send != nullptr || b.recv != nullptr) return "send / recv (a pair group's buffers)";
+    if (b.k != 0) return "k = " + std::to_string(b.k) + " (a pair group's size)";
+  }
+  if (!(used & dense_fields)) {
+    if (b.dense_send != nullptr || b.dense_recv != nullptr)
+      return "dense_send / dense_recv (a dense group's buffers)";
+    if (b.dense_numel != 0) return "dense_numel = " + std::to_string(b.dense_numel);
+    if (b.blocking_allreduce) return "blocking_allreduce (a dense group's form)";
+  }
+  if (!(used & sparse_allreduce_fields)) {
+    if (b.sparse_numel != 0) return "sparse_numel = " + std::to_string(b.sparse_numel);
+    if (b.dropped != nullptr) return "dropped (a sparse-allreduce group's buffer)";
+    if (b.pair_wire != none.pair_wire) return "pair_wire (a sparse-allreduce group's format)";
+  }
+  return "";
+}
+
+}  // namespace
+
+void refuse_stray_fields(const GroupBuffers& b, unsigned used) {
+  const std::string stray = stray_fields(b, used);
+  if (!stray.empty())
+    throw Error(std::string("GroupBuffers::kind is ") + to_string(b.kind) + " but " + stray +
+                " is set");
+}
+
+void register_wire(WireKind kind, WireFactory factory) {
+  WireRegistry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  r.factories[static_cast<int>(kind)] = std::move(factory);
+}
+
+std::unique_ptr<Wire> make_wire(const GroupBuffers& b) {
+  WireFactory factory;
+  {
+    WireRegistry& r = registry();
+    const std::lock_guard<std::mutex> lock(r.mutex);
+    const auto it = r.factories.find(static_cast<int>(b.kind));
+    if (it != r.factories.end()) factory = it->second;
+  }
+  if (!factory)
+    throw Error("GroupBuffers::kind " + std::to_string(static_cast<int>(b.kind)) +
+                " has no registered wire");
+  return factory(b);
 }
 
 }  // namespace omgs::detail

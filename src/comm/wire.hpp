@@ -2,14 +2,15 @@
 // (wire_allgatherv.cpp: the pairs' MPI_Iallgatherv; wire_allreduce.cpp: the dense sum's
 // MPI_Iallreduce; wire_sparse_allreduce.cpp: the phased sparse allreduce). The driver posts
 // whatever a group's wire posts, in plan order; it never asks which collective a group uses.
-// make_wire() is the one place that maps a caller's GroupBuffers to its wire (docs/architecture.md,
-// "Adding a collective").
+// make_wire() is the one place that maps a caller's GroupBuffers to its wire, by its kind
+// through the registry of wire.cpp (docs/architecture.md, "Adding a collective").
 #pragma once
 
 #include <mpi.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,11 +26,18 @@ struct WireContext {
   MPI_Datatype pair_type = MPI_DATATYPE_NULL;
 };
 
+/// What a wire's check() may depend on beside its buffers.
+struct WireSetup {
+  int ranks = 1;
+  /// Empty with a progress thread; else why the driver runs inline (e.g. "options.force_inline").
+  std::string inline_reason;
+};
+
 class Wire {
  public:
   virtual ~Wire() = default;
   /// This rank's verdict on the caller's buffers ("" if fine; "group g: ..." otherwise).
-  virtual std::string check(int g, int ranks) const = 0;
+  virtual std::string check(int g, const WireSetup& setup) const = 0;
   /// Items a rank submits per exchange (pairs; 0 for a wire that sends no counted items).
   virtual std::size_t k() const noexcept = 0;
   /// The wire's other size that every rank must agree on beside k (0 if none): a group
@@ -58,8 +66,7 @@ class Wire {
   /// driver notes the group while it blocks, so that the watchdog can name it.
   virtual bool blocks() const noexcept { return false; }
   /// [P] phased wires: advances without blocking. MPI_SUCCESS (done says whether the
-  /// exchange is complete; then s.total and s.dropped are set), or an error code: the
-  /// exchange failed.
+  /// exchange is complete; then s.total is set), or an error code: the exchange failed.
   virtual int advance(GroupState& /*s*/, bool& done) noexcept {
     done = true;
     return MPI_SUCCESS;
@@ -71,22 +78,41 @@ class Wire {
   /// bytes (GroupStats::pairs_sent); 0 for the other wires.
   virtual std::uint64_t pairs_sent(const GroupState& /*s*/) const noexcept { return 0; }
   virtual std::uint64_t pair_bytes_sent(const GroupState& /*s*/) const noexcept { return 0; }
+  /// [O] after completion: the pairs the exchange gave back to this rank
+  /// (ProgressEngine::dropped_total); 0 for a wire that gives none back.
+  virtual std::size_t dropped() const noexcept { return 0; }
 };
+
+/// The sets of GroupBuffers fields a wire reads.
+enum WireFields : unsigned {
+  pair_fields = 1,              // send, recv, k
+  dense_fields = 2,             // dense_send, dense_recv, dense_numel, blocking_allreduce
+  sparse_allreduce_fields = 4,  // sparse_numel, dropped, pair_wire
+};
+/// For a wire's factory: throws omgs::Error naming the first field of `b` outside `used`
+/// that is not at its default (buffers that contradict their kind).
+void refuse_stray_fields(const GroupBuffers& b, unsigned used);
 
 /// The pairs of every rank gathered on every rank (MPI_Iallgatherv of SparsePair): send,
 /// recv and k of `b`.
 std::unique_ptr<Wire> allgatherv_pairs_wire(const GroupBuffers& b);
 /// The floats of every rank summed on every rank (MPI_SUM): the dense_* buffers of `b`, by
-/// MPI_Iallreduce, or by a blocking MPI_Allreduce in post() (`blocking`: then it is a phased
-/// wire done when post() returns).
-std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b, bool blocking);
-
+/// MPI_Iallreduce, or by a blocking MPI_Allreduce in post() (b.blocking_allreduce: then it
+/// is a phased wire done when post() returns).
+std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b);
 /// The sparse allreduce of every rank's pairs (SparseAllreduce, phased): send, recv,
 /// dropped, k and sparse_numel of `b`.
 std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b);
 
-/// The registration: the wire that a GroupBuffers describes (`blocking_allreduce`:
-/// ProgressOptions').
-std::unique_ptr<Wire> make_wire(const GroupBuffers& b, bool blocking_allreduce);
+/// Makes the wire of a GroupBuffers of its kind; throws omgs::Error where the buffers'
+/// fields contradict the kind (stray_fields).
+using WireFactory = std::function<std::unique_ptr<Wire>(const GroupBuffers&)>;
+/// The registration: `kind`'s wire from now on (the built-in kinds are registered at the
+/// first use; registering a kind again replaces its factory). Thread-safe; engines set up
+/// after it use it.
+void register_wire(WireKind kind, WireFactory factory);
+/// The wire that a GroupBuffers describes, by its kind; throws omgs::Error for a kind that
+/// nothing registered or buffers that contradict it.
+std::unique_ptr<Wire> make_wire(const GroupBuffers& b);
 
 }  // namespace omgs::detail

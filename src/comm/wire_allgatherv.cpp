@@ -15,7 +15,8 @@ class AllgathervPairs final : public Wire {
  public:
   explicit AllgathervPairs(const GroupBuffers& b) : buffers_(b.send, b.recv), k_(b.k) {}
 
-  std::string check(int g, int ranks) const override {
+  std::string check(int g, const WireSetup& setup) const override {
+    const int ranks = setup.ranks;
     const unsigned long long total = static_cast<unsigned long long>(k_) * ranks;
     if (k_ > static_cast<std::size_t>(INT_MAX) || total > static_cast<unsigned long long>(INT_MAX))
       return "group " + std::to_string(g) + ": k = " + std::to_string(k_) + " pairs x " +
@@ -58,6 +59,7 @@ class AllgathervPairs final : public Wire {
 }  // namespace
 
 std::unique_ptr<Wire> allgatherv_pairs_wire(const GroupBuffers& b) {
+  refuse_stray_fields(b, pair_fields);
   return std::make_unique<AllgathervPairs>(b);
 }
 

@@ -16,13 +16,17 @@ namespace {
 
 class AllreduceSum final : public Wire {
  public:
-  AllreduceSum(const GroupBuffers& b, bool blocking)
+  explicit AllreduceSum(const GroupBuffers& b)
       : buffers_(b.dense_send, b.dense_recv),
         numel_(b.dense_numel),
         stray_k_(b.k),
-        blocking_(blocking) {}
+        blocking_(b.blocking_allreduce) {}
 
-  std::string check(int g, int /*ranks*/) const override {
+  std::string check(int g, const WireSetup& setup) const override {
+    if (blocking_ && !setup.inline_reason.empty())
+      return "group " + std::to_string(g) +
+             ": blocking_allreduce needs the progress thread (this rank runs inline: " +
+             setup.inline_reason + ")";
     if (numel_ > static_cast<std::size_t>(INT_MAX))
       return "group " + std::to_string(g) + ": dense_numel = " + std::to_string(numel_) +
              " floats overflows MPI's int count";
@@ -69,8 +73,12 @@ class AllreduceSum final : public Wire {
 
 }  // namespace
 
-std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b, bool blocking) {
-  return std::make_unique<AllreduceSum>(b, blocking);
+std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b) {
+  // k is the dense group's own check (it must be 0): the other pair fields are stray.
+  GroupBuffers dense = b;
+  dense.k = 0;
+  refuse_stray_fields(dense, dense_fields);
+  return std::make_unique<AllreduceSum>(b);
 }
 
 }  // namespace omgs::detail

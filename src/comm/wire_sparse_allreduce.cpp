@@ -33,7 +33,8 @@ class SparseAllreduceWire final : public Wire {
         n_(b.sparse_numel),
         pair_wire_(b.pair_wire) {}
 
-  std::string check(int g, int ranks) const override {
+  std::string check(int g, const WireSetup& setup) const override {
+    const int ranks = setup.ranks;
     const std::string group = "group " + std::to_string(g) + ": ";
     const unsigned long long total = static_cast<unsigned long long>(k_) * ranks;
     if (total > static_cast<unsigned long long>(INT_MAX))
@@ -67,9 +68,8 @@ class SparseAllreduceWire final : public Wire {
     if (s.total > 0)
       to_device(buffers_.recv(), exchange_->survivors().data(),
                 static_cast<std::size_t>(s.total) * sizeof(SparsePair));
-    if (s.dropped > 0)
-      to_device(dropped_, exchange_->dropped().data(),
-                static_cast<std::size_t>(s.dropped) * sizeof(SparsePair));
+    if (dropped_count_ > 0)
+      to_device(dropped_, exchange_->dropped().data(), dropped_count_ * sizeof(SparsePair));
   }
   int post(const WireContext& /*ctx*/, const GroupState& s, MPI_Request* req) noexcept override {
     *req = MPI_REQUEST_NULL;
@@ -95,7 +95,7 @@ class SparseAllreduceWire final : public Wire {
       return fail("omgs: sparse allreduce: " + std::to_string(survivors.size()) + " survivors or " +
                   std::to_string(dropped.size()) + " dropped pairs exceed the buffers");
     s.total = static_cast<int>(survivors.size());
-    s.dropped = static_cast<int>(dropped.size());
+    dropped_count_ = dropped.size();
     std::fill(s.counts.begin(), s.counts.end(), 0);
     std::fill(s.displs.begin(), s.displs.end(), 0);
     if (!buffers_.staging()) {  // host buffers: the owner reads them after the completion is popped
@@ -119,6 +119,7 @@ class SparseAllreduceWire final : public Wire {
   std::uint64_t pair_bytes_sent(const GroupState& s) const noexcept override {
     return s.failed ? 0 : exchange_->stats().pair_bytes_sent;
   }
+  std::size_t dropped() const noexcept override { return dropped_count_; }
 
  private:
   /// The exchange's own error (a pair outside the group, an MPI step that failed) is named
@@ -134,12 +135,16 @@ class SparseAllreduceWire final : public Wire {
   std::uint64_t n_;
   PairWire pair_wire_;
   std::size_t capacity_ = 0, dropped_capacity_ = 0;
+  // [P] writes at completion, [O] reads after the completion-queue pop (which orders it):
+  // this rank's pairs in dropped_ after the last exchange.
+  std::size_t dropped_count_ = 0;
   std::unique_ptr<SparseAllreduce> exchange_;
 };
 
 }  // namespace
 
 std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b) {
+  refuse_stray_fields(b, pair_fields | sparse_allreduce_fields);
   return std::make_unique<SparseAllreduceWire>(b);
 }
 

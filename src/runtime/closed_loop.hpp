@@ -2,14 +2,15 @@
 // spacing of ready() calls, each iteration's measured timeline, the one replan after
 // profiling: profiler.cpp), the in-situ record of the iterations since the last refit
 // (insitu.cpp), the refit of the model and the loop's decision (refit.cpp). It owns its
-// state and reaches the runtime only through LoopHost: the planning inputs in force, the
-// plan instance in force and install_plan(), the one path of every plan change.
+// state and reaches the runtime only through LoopHost: the planning inputs in force, read-only
+// facts of the plan instance in force, and install_plan(), the one path of every plan change.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -44,11 +45,25 @@ class LoopHost {
                         const PerfModel& model, const OptimalBudget& budget) const = 0;
   /// The bytes per pair of the pair format in force (the model's allgather term).
   virtual double wire_pair_bytes() const = 0;
-  virtual PlanInstance& instance() = 0;
-  /// Collective: builds the instance of `next` and swaps it in; on an error (agreed by
-  /// every rank) the instance in force stays and the error is rethrown.
-  virtual void install_plan(Plan next) = 0;
-  virtual void record(TraceKind kind, int group, double t0, double t1) noexcept = 0;
+  /// The plan in force and its generation (PlanInstance::generation). Read-only: the plan
+  /// changes only through install_plan().
+  virtual const Plan& plan() const = 0;
+  virtual std::uint32_t plan_generation() const = 0;
+  /// Group g's times in the iteration just finished (now_s() seconds).
+  virtual GroupIteration group_iteration(std::size_t g) const = 0;
+  /// PlanChange::rebuild: collective: builds the instance of `next` and swaps it in; on an
+  /// error (agreed by every rank) the instance in force stays and the error is rethrown.
+  /// PlanChange::repredict: `next` has the groups of the plan in force (the same on every
+  /// rank): it replaces that plan's prediction, the instance stays; not collective.
+  virtual void install_plan(Plan next, PlanChange change) = 0;
+  void install_plan(Plan next) { install_plan(std::move(next), PlanChange::rebuild); }
+  /// A trace event of the iteration in force; `label` a string literal or null
+  /// (TraceRecorder::record).
+  virtual void record(TraceKind kind, int group, double t0, double t1,
+                      const char* label) noexcept = 0;
+  void record(TraceKind kind, int group, double t0, double t1) noexcept {
+    record(kind, group, t0, t1, nullptr);
+  }
   /// The runtime's last_error().
   virtual void set_error(std::string message) noexcept = 0;
 
@@ -70,6 +85,11 @@ class ClosedLoop {
   void start(const RuntimeOptions& options, std::size_t layers, bool measuring);
   bool profiling() const noexcept { return profiling_; }
   const RefitReport& last_refit() const noexcept { return last_refit_; }
+  /// The last finished iteration's measured pipeline (close_iteration()); after a new plan
+  /// instance, its groups, all zero, until an iteration of it finishes.
+  const Timeline& measured() const noexcept { return measured_; }
+  /// A new plan instance of `groups` groups is in force (install_plan, PlanChange::rebuild).
+  void plan_installed(std::size_t groups);
 
   // The iteration's clock (runtime.cpp); timestamps are now_s() seconds.
   void begin_backward(double t) noexcept { begin_s = last_return_s = t; }
@@ -133,6 +153,7 @@ class ClosedLoop {
   double begin_s = nan_s;           // begin_backward()
   double last_return_s = nan_s;     // when the previous ready() (or begin_backward) returned
   std::vector<double> layer_ready_s, layer_bwd_s;  // per layer: ready() entry, its compute
+  Timeline measured_;  // the last iteration's measured pipeline (capacity L groups)
 
   // The window: the measured timelines of the iterations since the last refit, in slots
   // allocated at start() (capacity L groups each).

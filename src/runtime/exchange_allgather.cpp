@@ -33,16 +33,17 @@ class AllgatherExchange final : public TopkExchange {
     recv_ = kernels::PairView("omgs::recv_pairs", units_ * static_cast<std::size_t>(ctx.ranks));
   }
 
-  GroupBuffers wire() const override { return {send_.data(), recv_.data(), units_}; }
+  const char* name() const noexcept override { return "allgather"; }
+  GroupBuffers wire() const override {
+    GroupBuffers b{send_.data(), recv_.data(), units_};
+    b.kind = WireKind::allgather_pairs;
+    return b;
+  }
   bool contributed() const noexcept override { return !failed_here_; }
   std::size_t bytes_sent() const noexcept override { return units_ * sizeof(SparsePair); }
   std::size_t bytes_received() const noexcept override {
     return units_ * static_cast<std::size_t>(ctx_.ranks) * sizeof(SparsePair);
   }
-  double predicted_s(const PerfModel& model, double density) const override {
-    return model.allgather_s(slice_.numel, ctx_.ranks, density);
-  }
-
   void prepare(IterationStats& st) override {
     if (compact_) {
       select(st);

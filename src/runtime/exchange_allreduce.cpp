@@ -19,19 +19,18 @@ class AllreduceExchange final : public GroupExchange {
 
   std::size_t k() const noexcept override { return 0; }
   const std::string& region() const override { return OMGS_LABEL("omgs::dense"); }
+  const char* name() const noexcept override { return "allreduce"; }
   GroupBuffers wire() const override {
     GroupBuffers b;
+    b.kind = WireKind::allreduce_sum;
     b.dense_send = flat().grad.data() + slice_.offset;
     b.dense_recv = flat().agg.data() + slice_.offset;
     b.dense_numel = slice_.numel;
+    b.blocking_allreduce = ctx_.blocking_allreduce;
     return b;
   }
   std::size_t bytes_sent() const noexcept override { return slice_.numel * sizeof(float); }
   std::size_t bytes_received() const noexcept override { return bytes_sent(); }
-  double predicted_s(const PerfModel& model, double /*density*/) const override {
-    return model.allreduce_s(slice_.numel, ctx_.ranks);
-  }
-
   void prepare(IterationStats& /*st*/) override {
     detail::fence(exec());  // the gradient is complete before MPI reads it
   }

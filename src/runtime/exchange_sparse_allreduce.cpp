@@ -32,8 +32,10 @@ class SparseAllreduceExchange final : public TopkExchange {
     dropped_ = kernels::PairView("omgs::sparse_allreduce_dropped", back);
   }
 
+  const char* name() const noexcept override { return "sparse allreduce"; }
   GroupBuffers wire() const override {
     GroupBuffers b{send_.data(), recv_.data(), k_};
+    b.kind = WireKind::sparse_allreduce;
     b.sparse_numel = slice_.numel;
     b.dropped = dropped_.data();
     b.pair_wire = ctx_.pair_wire;
@@ -43,14 +45,6 @@ class SparseAllreduceExchange final : public TopkExchange {
   // many survive): complete() reports the engine's count of this exchange.
   std::size_t bytes_sent() const noexcept override { return 0; }
   std::size_t bytes_received() const noexcept override { return 0; }
-  double predicted_s(const PerfModel& model, double density) const override {
-    // A model that knows no sparse allreduce at this P (e.g. the reference model) would have
-    // refused the plan; the allgather's term is its best stand-in for describe() only.
-    if (!model.knows_sparse_allreduce(ctx_.ranks))
-      return model.allgather_s(slice_.numel, ctx_.ranks, density);
-    return model.sparse_allreduce_s(slice_.numel, ctx_.ranks, density);
-  }
-
   void prepare(IterationStats& st) override {
     select_and_pack(st);
     if (failed_here_) kernels::poison_pairs(exec(), send_, k_);

@@ -1,36 +1,75 @@
-// The registration of the group exchanges (group_exchange.hpp) and what they share. A new
-// collective adds its exchange file and one case in each switch here.
+// The registry of the group exchanges (group_exchange.hpp), keyed by the plan's Collective,
+// and what the exchanges share. The built-in collectives register here; another collective
+// registers its exchange with register_exchange() from its own files.
 #include "runtime/group_exchange.hpp"
+
+#include <map>
+#include <mutex>
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
 namespace omgs::detail {
 
+namespace {
+
+struct ExchangeEntry {
+  ExchangeFactory make;
+  ExchangeFootprint footprint;
+};
+
+struct ExchangeRegistry {
+  std::mutex mutex;
+  std::map<int, ExchangeEntry> entries;
+  ExchangeRegistry() {
+    entries[static_cast<int>(Collective::sparse)] = {make_allgather_exchange, allgather_footprint};
+    entries[static_cast<int>(Collective::dense)] = {
+        [](GroupSlice slice, double /*density*/, ExchangeContext& ctx) {
+          return make_allreduce_exchange(std::move(slice), ctx);
+        },
+        [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, PairWire /*wire*/) {
+          return allreduce_footprint(n, k, ranks);
+        }};
+    entries[static_cast<int>(Collective::sparse_allreduce)] = {make_sparse_allreduce_exchange,
+                                                               sparse_allreduce_footprint};
+  }
+};
+
+ExchangeRegistry& registry() {
+  static ExchangeRegistry r;
+  return r;
+}
+
+/// The entry of `collective` (empty functions if none is registered).
+ExchangeEntry entry_of(Collective collective) {
+  ExchangeRegistry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  const auto it = r.entries.find(static_cast<int>(collective));
+  return it == r.entries.end() ? ExchangeEntry{} : it->second;
+}
+
+}  // namespace
+
+void register_exchange(Collective collective, ExchangeFactory factory,
+                       ExchangeFootprint footprint) {
+  ExchangeRegistry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  r.entries[static_cast<int>(collective)] = {std::move(factory), std::move(footprint)};
+}
+
 std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice slice,
                                              double density, ExchangeContext& ctx) {
-  switch (collective) {
-    case Collective::sparse:
-      return make_allgather_exchange(std::move(slice), density, ctx);
-    case Collective::dense:
-      return make_allreduce_exchange(std::move(slice), ctx);
-    case Collective::sparse_allreduce:
-      return make_sparse_allreduce_exchange(std::move(slice), density, ctx);
-  }
-  throw Error("omgs: " + slice.label + " has an unknown collective (" +
-              std::to_string(static_cast<int>(collective)) + ")");
+  const ExchangeEntry e = entry_of(collective);
+  if (!e.make)
+    throw Error("omgs: " + slice.label + " has an unknown collective (" +
+                std::to_string(static_cast<int>(collective)) + ")");
+  return e.make(std::move(slice), density, ctx);
 }
 
 std::uint64_t exchange_footprint(Collective collective, std::uint64_t n, std::uint64_t k,
                                  std::uint64_t ranks, PairWire wire) {
-  switch (collective) {
-    case Collective::sparse:
-      return allgather_footprint(n, k, ranks, wire);
-    case Collective::dense:
-      return allreduce_footprint(n, k, ranks);
-    case Collective::sparse_allreduce:
-      return sparse_allreduce_footprint(n, k, ranks, wire);
-  }
-  return 0;  // make_exchange() names the group whose collective is unknown
+  const ExchangeEntry e = entry_of(collective);
+  // make_exchange() names the group whose collective is unknown.
+  return e.footprint ? e.footprint(n, k, ranks, wire) : 0;
 }
 
 void GroupExchange::zero_aggregate() const {

@@ -3,19 +3,20 @@
 // MPI_Iallgatherv; exchange_sparse_allreduce.cpp: top-k pairs by the sparse allreduce;
 // exchange_allreduce.cpp: the dense gradient by MPI_Iallreduce). Each owns
 // its buffers and its k and does its part of the iteration; the runtime and the engine never
-// ask which collective a group uses. make_exchange() is the registration
-// (docs/architecture.md, "Adding a collective").
+// ask which collective a group uses. make_exchange() looks up the registry of
+// group_exchange.cpp (register_exchange; docs/architecture.md, "Adding a collective").
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <omgs/comm.hpp>
 #include <omgs/pair_format.hpp>
-#include <omgs/perf_model.hpp>
+#include <omgs/plan.hpp>
 #include <omgs/runtime.hpp>
 #include <omgs/select.hpp>
 
@@ -59,6 +60,7 @@ struct ExchangeContext {
   Kokkos::View<int*, DeviceMemory>::HostMirror bad_blocks_host;
   const ExecSpace& exec() const { return selector->execution_space_instance(); }
   PairWire pair_wire = PairWire::pairs8;  ///< the sparse groups' wire format
+  bool blocking_allreduce = false;        ///< the dense groups' form (calibration's choice)
 };
 
 /// Where a group's completion reports: the iteration's stats and error, its aggregate
@@ -88,6 +90,8 @@ class GroupExchange {
   virtual std::size_t k() const noexcept = 0;
   /// The Kokkos profiling region of prepare().
   virtual const std::string& region() const = 0;
+  /// The collective's name in the trace (a string literal: it outlives the exchange).
+  virtual const char* name() const noexcept = 0;
   /// What the engine posts for this group (its collective and buffers), valid as long as
   /// this object.
   virtual GroupBuffers wire() const = 0;
@@ -103,8 +107,6 @@ class GroupExchange {
   /// finish(): the exchange ended with w; apply it (averaged into the aggregated gradient)
   /// or skip it (this rank's contribution kept in its residual, the slot zeroed).
   virtual void complete(WaitStatus w, GroupReport r) = 0;
-  /// The planner's cost term of this exchange (its model's prediction of the collective).
-  virtual double predicted_s(const PerfModel& model, double density) const = 0;
 
   const GroupSlice& slice() const noexcept { return slice_; }
   std::pair<std::size_t, std::size_t> range() const {
@@ -128,12 +130,23 @@ std::string collective_failure(WaitStatus w);
 /// bytes_per_pair over them.
 void count_pairs(IterationStats& st, std::uint64_t pairs, std::uint64_t bytes);
 
-/// The registration: the exchange of a group of the plan (by Group::collective).
+/// Makes the exchange of one group of the plan at the density in force.
+using ExchangeFactory = std::function<std::unique_ptr<GroupExchange>(
+    GroupSlice slice, double density, ExchangeContext& ctx)>;
+/// Its buffers, in 8-byte items, for the memory check made before anything is allocated
+/// (buffers.cpp): a group of n elements, k selected per rank, on P ranks, with the pair
+/// wire in force.
+using ExchangeFootprint = std::function<std::uint64_t(std::uint64_t n, std::uint64_t k,
+                                                      std::uint64_t ranks, PairWire wire)>;
+/// The registration: `collective`'s exchange and footprint from now on (the built-in
+/// collectives are registered at the first use; registering one again replaces it).
+/// Thread-safe; plan instances built after it use it.
+void register_exchange(Collective collective, ExchangeFactory factory, ExchangeFootprint footprint);
+/// The exchange of a group of the plan (by Group::collective); throws omgs::Error naming
+/// the group if nothing is registered for its collective.
 std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice slice,
                                              double density, ExchangeContext& ctx);
-/// ... and its buffers, in 8-byte items, for the memory check made before anything is
-/// allocated (buffers.cpp): a group of n elements, k selected per rank, on P ranks, with
-/// the pair wire in force.
+/// The registered footprint of `collective` (0 if none is registered).
 std::uint64_t exchange_footprint(Collective collective, std::uint64_t n, std::uint64_t k,
                                  std::uint64_t ranks, PairWire wire);
 

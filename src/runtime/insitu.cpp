@@ -51,12 +51,11 @@ void ClosedLoop::density_changed() noexcept {
 /// After finish() (every rank counts the same iterations): the stats of the closed loop,
 /// this iteration's measurements, and at the end of a window the refit (collective).
 void ClosedLoop::record_insitu(IterationStats& st) noexcept {
-  const PlanInstance& p = host_.instance();
-  const Timeline& measured = p.measured;
-  st.predicted_s = p.plan.predicted.iteration_end_s;
+  const Timeline& measured = measured_;
+  st.predicted_s = host_.plan().predicted.iteration_end_s;
   st.measured_s = measured.iteration_end_s;
   st.model_generation = model_generation;
-  st.plan_generation = p.generation;
+  st.plan_generation = host_.plan_generation();
   if (settled || profiling_) return;
   if (!window_open || st.replanned) {  // the window starts after profiling's replan
     window_open = true;
@@ -79,14 +78,13 @@ void ClosedLoop::record_insitu(IterationStats& st) noexcept {
     ++filled;
   }
   if (++since_refit < window.size()) return;
-  const std::uint32_t plan_before = p.generation;  // p does not outlive a switch
+  const std::uint32_t plan_before = host_.plan_generation();
   refit(st.iteration);
-  const PlanInstance& now = host_.instance();
   st.refitted = true;
-  st.replanned = now.generation != plan_before;
+  st.replanned = host_.plan_generation() != plan_before;
   st.model_generation = model_generation;
-  st.plan_generation = now.generation;
-  st.predicted_s = now.plan.predicted.iteration_end_s;
+  st.plan_generation = host_.plan_generation();
+  st.predicted_s = host_.plan().predicted.iteration_end_s;
   reset_window();
 }
 

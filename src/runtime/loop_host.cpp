@@ -1,6 +1,7 @@
 // RuntimeImpl as the closed loop's host (closed_loop.hpp's LoopHost): the narrow interface
-// through which the profiler and the refit read the planning inputs in force, replace them,
-// and ask for a new plan instance (install_plan, plan_instance.cpp).
+// through which the profiler and the refit read the planning inputs in force and facts of
+// the plan instance in force, replace the inputs, and change the plan (install_plan,
+// plan_instance.cpp).
 #include "runtime/runtime_impl.hpp"
 
 namespace omgs::detail {
@@ -36,16 +37,35 @@ double RuntimeHost::wire_pair_bytes() const {
   return r_.wire_pair_bytes();
 }
 
-PlanInstance& RuntimeHost::instance() {
-  return *r_.instance_;
+const Plan& RuntimeHost::plan() const {
+  return r_.instance_->plan;
 }
 
-void RuntimeHost::install_plan(Plan next) {
-  r_.install_plan(std::move(next));
+std::uint32_t RuntimeHost::plan_generation() const {
+  return r_.instance_->generation;
 }
 
-void RuntimeHost::record(TraceKind kind, int group, double t0, double t1) noexcept {
-  r_.record(kind, group, t0, t1);
+GroupIteration RuntimeHost::group_iteration(std::size_t g) const {
+  const PlanInstance& p = *r_.instance_;
+  return {p.topk_start_s[g],
+          p.topk_end_s[g],
+          p.agg_start_s[g],
+          p.agg_end_s[g],
+          p.engine->group_times(static_cast<int>(g)),
+          p.exchanges[g]->name()};
+}
+
+void RuntimeHost::install_plan(Plan next, PlanChange change) {
+  if (change == PlanChange::repredict) {
+    r_.repredict_plan(std::move(next));
+  } else {
+    r_.install_plan(std::move(next));
+  }
+}
+
+void RuntimeHost::record(TraceKind kind, int group, double t0, double t1,
+                         const char* label) noexcept {
+  r_.record(kind, group, t0, t1, label);
 }
 
 void RuntimeHost::set_error(std::string message) noexcept {

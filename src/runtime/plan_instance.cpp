@@ -7,6 +7,7 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
+#include "plan/loop_candidate.hpp"
 #include "runtime/exchange_kernels.hpp"
 #include "runtime/runtime_impl.hpp"
 
@@ -46,6 +47,15 @@ void RuntimeImpl::install_plan(Plan next) {
   }
   record(TraceKind::install_engine, -1, t3, now_s());
   instance_ = std::move(built);
+  loop_.plan_installed(instance_->plan.groups.size());
+}
+
+/// The closed loop's refit kept the groups in force: their plan, predicted by the refitted
+/// model, replaces the instance's; the exchanges and the engine stay (no collective).
+void RuntimeImpl::repredict_plan(Plan next) {
+  if (!instance_ || !same_groups(next.groups, instance_->plan.groups))
+    throw Error("omgs: internal: a re-predicted plan must have the groups in force");
+  instance_->plan = std::move(next);
 }
 
 /// The exchanges of every group of `next`, and what they share; allocates, no collective.
@@ -58,6 +68,7 @@ std::unique_ptr<PlanInstance> RuntimeImpl::build_instance(Plan next) {
   c.ranks = size;
   c.swapped.assign(G, 0);
   c.pair_wire = options.pair_wire;
+  c.blocking_allreduce = calibration.dense_allreduce.form == AllreduceForm::blocking;
   std::size_t max_n = 1, max_k = 1;
   try {
     for (std::size_t g = 0; g < G; ++g) {
@@ -83,7 +94,6 @@ std::unique_ptr<PlanInstance> RuntimeImpl::build_instance(Plan next) {
   p->topk_end_s.assign(G, nan_s);
   p->agg_start_s.assign(G, nan_s);
   p->agg_end_s.assign(G, nan_s);
-  p->measured.groups.resize(G);
   p->reset_remaining();
   return p;
 }
@@ -104,7 +114,6 @@ void RuntimeImpl::start_engine(PlanInstance& p) const {
   po.gpu_aware = options.gpu_aware;
   po.wait_timeout_s = options.wait_timeout_s;
   po.shutdown_timeout_s = options.shutdown_timeout_s;
-  po.blocking_allreduce = calibration.dense_allreduce.form == AllreduceForm::blocking;
   po.read_environment = false;  // the runtime applied (and checked) the environment
   // The host back-end's threads (OpenMP) per rank: the pin and the oversubscription
   // warning count them (docs/openmp.md).

@@ -18,6 +18,19 @@ namespace omgs::detail {
 
 constexpr double nan_s = std::numeric_limits<double>::quiet_NaN();
 
+/// How install_plan() takes a plan: a new instance built and swapped in, or (the groups of
+/// the plan in force, at the density in force) a new prediction of the plan in force.
+enum class PlanChange { rebuild, repredict };
+
+/// Group g's times of one iteration, now_s() seconds (NaN where it did not happen): its
+/// selection, its aggregation, and its exchange as the engine saw it.
+struct GroupIteration {
+  double topk_start_s = nan_s, topk_end_s = nan_s;
+  double agg_start_s = nan_s, agg_end_s = nan_s;
+  GroupTimes comm;
+  const char* collective = "";  // its exchange's name (GroupExchange::name)
+};
+
 /// Construction, the profiler's replan, the closed loop's switch and a change of density
 /// all take install_plan(), the one path that builds one. Not movable: the exchanges refer
 /// to ctx.
@@ -35,7 +48,6 @@ struct PlanInstance {
   std::vector<std::size_t> remaining;  // layers of the group not yet ready
   std::vector<char> group_done;        // finish() has dealt with group g in this iteration
   std::vector<double> topk_start_s, topk_end_s, agg_start_s, agg_end_s;
-  Timeline measured;  // the last iteration's measured pipeline (profiler.cpp)
 
   /// Every group waits for all of its layers again.
   void reset_remaining();

@@ -42,34 +42,33 @@ void ClosedLoop::finish_timeline() noexcept {
   double origin = std::numeric_limits<double>::infinity();
   for (std::size_t l = 0; l < layers.size(); ++l)
     origin = std::min(origin, layer_ready_s[l] - layer_bwd_s[l]);
-  PlanInstance& p = host_.instance();
-  Timeline& measured = p.measured;
-  const std::vector<double>&topk_start_s = p.topk_start_s, &topk_end_s = p.topk_end_s;
+  const Plan& plan = host_.plan();
+  Timeline& measured = measured_;
   measured.compute_end_s = 0;
   measured.iteration_end_s = 0;
   measured.comm_total_s = 0;
-  for (std::size_t g = 0; g < p.plan.groups.size(); ++g) {
-    const Group& gr = p.plan.groups[g];
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    const Group& gr = plan.groups[g];
     double bstart = std::numeric_limits<double>::infinity();
     for (std::size_t l = gr.begin; l < gr.end; ++l)
       bstart = std::min(bstart, layer_ready_s[l] - layer_bwd_s[l]);
-    const GroupTimes ct = p.engine->group_times(static_cast<int>(g));
+    const GroupIteration it = host_.group_iteration(g);
+    const GroupTimes& ct = it.comm;
     GroupTiming& t = measured.groups[g];
     t.backward_start_s = bstart - origin;
-    t.topk_start_s = topk_start_s[g] - origin;
-    t.topk_end_s = topk_end_s[g] - origin;
+    t.topk_start_s = it.topk_start_s - origin;
+    t.topk_end_s = it.topk_end_s - origin;
     t.comm_start_s = ct.post_s - origin;
     t.comm_end_s = ct.complete_s - origin;
     measured.compute_end_s = std::max(measured.compute_end_s, t.topk_end_s);
     measured.iteration_end_s = std::max(measured.iteration_end_s, t.comm_end_s);
     measured.comm_total_s += t.comm_end_s - t.comm_start_s;
-    host_.record(TraceKind::backward, static_cast<int>(g), bstart, topk_start_s[g]);
-    host_.record(TraceKind::sparsify, static_cast<int>(g), topk_start_s[g], topk_end_s[g]);
+    host_.record(TraceKind::backward, static_cast<int>(g), bstart, it.topk_start_s);
+    host_.record(TraceKind::sparsify, static_cast<int>(g), it.topk_start_s, it.topk_end_s);
     host_.record(TraceKind::queue, static_cast<int>(g), ct.submit_s, ct.post_s);
-    host_.record(TraceKind::allgather, static_cast<int>(g), ct.post_s, ct.complete_s);
-    if (!std::isnan(p.agg_start_s[g]))
-      host_.record(TraceKind::aggregate, static_cast<int>(g), p.agg_start_s[g], p.agg_end_s[g]);
-    p.agg_start_s[g] = p.agg_end_s[g] = nan_s;
+    host_.record(TraceKind::exchange, static_cast<int>(g), ct.post_s, ct.complete_s, it.collective);
+    if (!std::isnan(it.agg_start_s))
+      host_.record(TraceKind::aggregate, static_cast<int>(g), it.agg_start_s, it.agg_end_s);
   }
   measured.non_overlapped_comm_s = std::max(0.0, measured.iteration_end_s - measured.compute_end_s);
 }
@@ -116,6 +115,12 @@ void ClosedLoop::replan() noexcept {
                     e.what() + "); communication stays layer-wise");
   }
   Kokkos::Profiling::popRegion();
+}
+
+void ClosedLoop::plan_installed(std::size_t groups) {
+  measured_.compute_end_s = measured_.iteration_end_s = 0;
+  measured_.non_overlapped_comm_s = measured_.comm_total_s = 0;
+  measured_.groups.assign(groups, GroupTiming{});
 }
 
 /// Adds this iteration's measured backward times to bwd_sum / bwd_count.

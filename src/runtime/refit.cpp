@@ -144,7 +144,7 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
 /// the last rank to post, a skew of compute, not a cost of the network). Collective.
 FittedModel ClosedLoop::agreed_fit(const FittedModel& prior, std::vector<LayerSpec>& next_layers,
                                    RefitReport& rep) {
-  const Plan& plan = host_.instance().plan;
+  const Plan& plan = host_.plan();
   const std::size_t L = next_layers.size(), G = plan.groups.size();
   const MPI_Comm comm = host_.comm();
   const PlanConfig config = host_.plan_config();
@@ -250,7 +250,7 @@ Plan ClosedLoop::candidate_plan(const std::vector<LayerSpec>& layers, const Perf
 void ClosedLoop::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
                              RefitReport& rep) {
   const PlanConfig config = host_.plan_config();
-  const Plan& plan = host_.instance().plan;
+  const Plan& plan = host_.plan();
   Plan current = make_plan_from_groups(plan.planner, next_layers, plan.groups, *fitted, config);
   current.picked = plan.picked;
   current.status = plan.status;
@@ -275,7 +275,7 @@ void ClosedLoop::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Laye
   }
   host_.set_planning_inputs(std::move(next_layers), std::move(fitted));
   if (d.action == LoopAction::keep) {
-    host_.instance().plan = std::move(current);  // same groups: the instance stays
+    host_.install_plan(std::move(current), PlanChange::repredict);  // the instance stays
     return;
   }
   rep.switched = true;

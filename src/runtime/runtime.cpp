@@ -160,6 +160,9 @@ void RuntimeImpl::close_iteration(double finish_start) {
   const double finish_end = now_s();
   record(TraceKind::wait, -1, finish_start, finish_end);
   loop_.close_iteration();
+  // The next iteration's aggregations: a group that skips its aggregation leaves NaN.
+  std::fill(instance_->agg_start_s.begin(), instance_->agg_start_s.end(), nan_s);
+  std::fill(instance_->agg_end_s.begin(), instance_->agg_end_s.end(), nan_s);
   st.iteration_s = finish_end - iteration_start_s;
   st.iteration = iterations++;
   st.profiling = loop_.profiling();
@@ -260,7 +263,7 @@ bool Runtime::profiling() const noexcept {
 }
 
 const Timeline& Runtime::measured() const noexcept {
-  return impl_->instance_->measured;
+  return impl_->loop_.measured();
 }
 
 const Diagnosis& Runtime::last_diagnosis() const noexcept {
@@ -286,7 +289,7 @@ const IterationStats& Runtime::last_stats() const noexcept {
   return impl_->stats;
 }
 RuntimeStats Runtime::stats() const {
-  return {impl_->stats, impl_->instance_->measured, progress_stats()};
+  return {impl_->stats, impl_->loop_.measured(), progress_stats()};
 }
 ProgressStats Runtime::progress_stats() const {
   return impl_->running() ? impl_->instance_->engine->stats() : ProgressStats{};

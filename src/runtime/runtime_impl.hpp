@@ -1,7 +1,7 @@
-// Internal: the runtime's state, split into parts by lifetime, and the member functions
-// each source file of src/runtime defines (docs/architecture.md, "where to change what").
-// It is composed of the plan instance in force (plan_instance.hpp) and the closed loop
-// (closed_loop.hpp), which reaches it only through RuntimeHost.
+// Internal: the runtime's state, grouped by lifetime, and the member functions each source
+// file of src/runtime defines (docs/architecture.md, "where to change what"). It is
+// composed of the plan instance in force (plan_instance.hpp) and the closed loop
+// (closed_loop.hpp), which reaches it only through its member component Host.
 #pragma once
 
 #include <atomic>
@@ -32,61 +32,6 @@ inline std::uint64_t double_bits(double d) {
   return u;
 }
 
-/// Set once by the constructor (setup.cpp, calibration.cpp); the closed loop replaces the
-/// model and the layers' backward times (the profiler's replan the backward times too).
-struct SetupState {
-  std::unique_ptr<OwnedComm> owned_comm;        // freed last, after the engine's
-  std::unique_ptr<FinalizeHook> finalize_hook;  // stop_at_finalize() at MPI_Finalize
-  MPI_Comm comm = MPI_COMM_NULL;
-  int rank = 0, size = 1;
-  int node_ranks = 1;  // ranks of comm on this node (the memory check counts them all)
-  std::vector<LayerSpec> layers;
-  RuntimeOptions options;
-  bool measuring = false;  // backward times measured (at construction: agreed by all ranks)
-  std::unique_ptr<PerfModel> model;
-  CalibrationReport calibration;
-  // The density in force (density_schedule.cpp): the warm-up schedule's while `warming`,
-  // else options.density or set_density()'s. The plan and every k follow it.
-  double density_now = 0.0;
-  bool warming = false;
-};
-
-/// One iteration, from the first ready() to the end of finish() (runtime.cpp).
-struct IterationState {
-  std::vector<char> is_ready;
-  std::size_t ready_count = 0;
-  double iteration_start_s = 0.0;
-  IterationStats stats, current;
-  std::string last_error;
-  std::uint64_t iterations = 0;
-  std::atomic<int> in_call{0};  // ready / finish / begin_backward running (CallGuard)
-  Diagnosis diagnosis;
-};
-
-class RuntimeImpl;
-
-/// RuntimeImpl as its closed loop's host (loop_host.cpp).
-class RuntimeHost final : public LoopHost {
- public:
-  explicit RuntimeHost(RuntimeImpl& r) : r_(r) {}
-  MPI_Comm comm() const override;
-  const std::vector<LayerSpec>& layers() const override;
-  const PerfModel& model() const override;
-  void set_planning_inputs(std::vector<LayerSpec> layers,
-                           std::unique_ptr<PerfModel> model) override;
-  PlanConfig plan_config() const override;
-  Plan plan_for(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
-                const OptimalBudget& budget) const override;
-  double wire_pair_bytes() const override;
-  PlanInstance& instance() override;
-  void install_plan(Plan next) override;
-  void record(TraceKind kind, int group, double t0, double t1) noexcept override;
-  void set_error(std::string message) noexcept override;
-
- private:
-  RuntimeImpl& r_;
-};
-
 /// Marks a per-iteration call as running; a second thread entering meanwhile is refused
 /// (Status::concurrent_call) instead of corrupting the iteration's state.
 struct CallGuard {
@@ -101,14 +46,41 @@ struct CallGuard {
   CallGuard& operator=(const CallGuard&) = delete;
 };
 
-class RuntimeImpl : SetupState, IterationState {
+class RuntimeImpl {
  public:
   RuntimeImpl(MPI_Comm comm, std::vector<LayerSpec> layers, RuntimeOptions options);
   ~RuntimeImpl();
+  RuntimeImpl(const RuntimeImpl&) = delete;
+  RuntimeImpl& operator=(const RuntimeImpl&) = delete;
+
+  /// The runtime as its closed loop's host (loop_host.cpp): a member component, the one
+  /// path from the loop to the runtime's state.
+  class Host final : public LoopHost {
+   public:
+    explicit Host(RuntimeImpl& r) : r_(r) {}
+    MPI_Comm comm() const override;
+    const std::vector<LayerSpec>& layers() const override;
+    const PerfModel& model() const override;
+    void set_planning_inputs(std::vector<LayerSpec> layers,
+                             std::unique_ptr<PerfModel> model) override;
+    PlanConfig plan_config() const override;
+    Plan plan_for(Planner planner, const std::vector<LayerSpec>& layers, const PerfModel& model,
+                  const OptimalBudget& budget) const override;
+    double wire_pair_bytes() const override;
+    const Plan& plan() const override;
+    std::uint32_t plan_generation() const override;
+    GroupIteration group_iteration(std::size_t g) const override;
+    void install_plan(Plan next, PlanChange change) override;
+    void record(TraceKind kind, int group, double t0, double t1,
+                const char* label) noexcept override;
+    void set_error(std::string message) noexcept override;
+
+   private:
+    RuntimeImpl& r_;
+  };
 
  private:
   friend class omgs::Runtime;
-  friend class RuntimeHost;
 
   // setup.cpp: validation, environment, agreement, model choice.
   std::string check_local_input(std::string& trace_path);
@@ -144,6 +116,8 @@ class RuntimeImpl : SetupState, IterationState {
   std::string group_label(const Plan& plan, std::size_t g) const;
   // plan_instance.cpp: the plan instance, built whole and swapped in.
   void install_plan(Plan next);  // collective: check, build, swap in one step
+  /// PlanChange::repredict: `next` (the groups in force) replaces the plan's prediction.
+  void repredict_plan(Plan next);
   std::unique_ptr<PlanInstance> build_instance(Plan next);
   void start_engine(PlanInstance& p) const;
   static std::vector<GroupBuffers> wires_of(const PlanInstance& p);
@@ -176,8 +150,9 @@ class RuntimeImpl : SetupState, IterationState {
   IterationStats timed_out(std::size_t g);
   void complete_group(std::size_t g, WaitStatus w);
   void close_iteration(double finish_start);
-  void record(TraceKind kind, int group, double t0, double t1) noexcept {
-    trace_.record(kind, iterations, group, t0, t1);
+  void record(TraceKind kind, int group, double t0, double t1,
+              const char* label = nullptr) noexcept {
+    trace_.record(kind, iterations, group, t0, t1, label);
   }
   // trace.cpp
   void write_svg(const std::string& path) const;
@@ -206,14 +181,45 @@ class RuntimeImpl : SetupState, IterationState {
   template <class View>
   Status ready_copy(std::size_t l, const View& grad, GradientType type) noexcept;
 
+  // Set once by the constructor (setup.cpp, calibration.cpp); the closed loop replaces the
+  // model and the layers' backward times (the profiler's replan the backward times too).
+  std::unique_ptr<OwnedComm> owned_comm;        // freed last, after the engine's
+  std::unique_ptr<FinalizeHook> finalize_hook;  // stop_at_finalize() at MPI_Finalize
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  int node_ranks = 1;  // ranks of comm on this node (the memory check counts them all)
+  std::vector<LayerSpec> layers;
+  RuntimeOptions options;
+  bool measuring = false;  // backward times measured (at construction: agreed by all ranks)
+  std::unique_ptr<PerfModel> model;
+  CalibrationReport calibration;
+  // The density in force (density_schedule.cpp): the warm-up schedule's while `warming`,
+  // else options.density or set_density()'s. The plan and every k follow it.
+  double density_now = 0.0;
+  bool warming = false;
+
+  // One iteration, from the first ready() to the end of finish() (runtime.cpp).
+  std::vector<char> is_ready;
+  std::size_t ready_count = 0;
+  double iteration_start_s = 0.0;
+  IterationStats stats, current;
+  std::string last_error;
+  std::uint64_t iterations = 0;
+  std::atomic<int> in_call{0};  // ready / finish / begin_backward running (CallGuard)
+  Diagnosis diagnosis;
+
+  // What depends on the layers, allocated once, the plan instance, the trace, the loop.
   std::vector<std::size_t> layer_offset;  // layer l's elements start here in the flat buffers
   FlatBuffers flat_;                      // allocated once (allocate_layers)
   // gradient_prep.cpp: the layer offsets on the device (clipping), allocated once.
   Kokkos::View<std::size_t*, DeviceMemory> layer_offset_dev;
   std::unique_ptr<PlanInstance> instance_;  // the plan in force and what depends on it
   TraceRecorder trace_;
-  RuntimeHost host_{*this};
+  Host host_{*this};
   ClosedLoop loop_{host_};  // the profiler, the in-situ record, the refit and replan
 };
+
+/// The closed loop's host by the name loop_host.cpp defines it under.
+using RuntimeHost = RuntimeImpl::Host;
 
 }  // namespace omgs::detail

@@ -18,8 +18,8 @@ const char* trace_name(TraceKind k) {
       return "sparsify";
     case TraceKind::queue:
       return "queue wait";
-    case TraceKind::allgather:
-      return "allgather";
+    case TraceKind::exchange:
+      return "exchange";
     case TraceKind::aggregate:
       return "aggregate";
     case TraceKind::wait:
@@ -66,7 +66,7 @@ std::string trace_file(const std::string& path, int rank, int size) {
 
 /// Chrome trace format (the JSON array form inside {"traceEvents": [...]}): complete
 /// events ("X") on a compute and a finish lane, async events ("b"/"e") for each group's
-/// queue wait and allgather, which overlap one another.
+/// queue wait and exchange (named by its collective), which overlap one another.
 void TraceRecorder::write(const std::string& path, int rank, int size, std::size_t groups) const {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr)
@@ -87,17 +87,17 @@ void TraceRecorder::write(const std::string& path, int rank, int size, std::size
   for (std::size_t i = 0; i < count_; ++i) {
     const Event& e = events_[i];
     if (!(e.t1_s >= e.t0_s)) continue;  // a phase that did not happen
-    const char* name = trace_name(e.kind);
-    if (e.kind == TraceKind::queue || e.kind == TraceKind::allgather) {
+    const char* name = e.label != nullptr ? e.label : trace_name(e.kind);
+    if (e.kind == TraceKind::queue || e.kind == TraceKind::exchange) {
       const unsigned long long id = e.iteration * 1000003ull + static_cast<unsigned>(e.group);
       std::fprintf(f,
                    ",\n{\"name\": \"%s g%d\", \"cat\": \"comm\", \"ph\": \"b\", \"id\": %llu, "
                    "\"pid\": %d, \"tid\": 3, \"ts\": %.3f, \"args\": {\"group\": %d, "
                    "\"iteration\": %llu}},\n{\"name\": \"%s g%d\", \"cat\": \"comm\", \"ph\": "
                    "\"e\", \"id\": %llu, \"pid\": %d, \"tid\": 3, \"ts\": %.3f}",
-                   name, e.group, id * 2 + (e.kind == TraceKind::allgather), rank, us(e.t0_s),
+                   name, e.group, id * 2 + (e.kind == TraceKind::exchange), rank, us(e.t0_s),
                    e.group, static_cast<unsigned long long>(e.iteration), name, e.group,
-                   id * 2 + (e.kind == TraceKind::allgather), rank, us(e.t1_s));
+                   id * 2 + (e.kind == TraceKind::exchange), rank, us(e.t1_s));
       continue;
     }
     const int tid = e.kind == TraceKind::backward || e.kind == TraceKind::sparsify ? 1 : 2;
@@ -120,7 +120,7 @@ void RuntimeImpl::write_svg(const std::string& path) const {
   if (iterations > 0)
     rows.push_back({"measured on rank " + std::to_string(rank) + ", iteration " +
                         std::to_string(iterations - 1),
-                    instance_->measured});
+                    loop_.measured()});
   const std::string svg = timeline_svg(
       rows, "omgs: " + std::to_string(layers.size()) + " layers, " +
                 std::to_string(plan().groups.size()) + " groups, P = " + std::to_string(size) +

@@ -13,7 +13,7 @@ enum class TraceKind : std::uint8_t {
   backward,
   sparsify,
   queue,
-  allgather,
+  exchange,  // a group's collective, from its post to its completion; labelled by its name
   aggregate,
   wait,
   refit,   // the closed loop refitted the model (kept the plan)
@@ -30,13 +30,16 @@ class TraceRecorder {
  public:
   /// Starts recording into `max_events` slots; the destructor of the runtime writes `path`.
   void start(std::string path, std::size_t max_events);
-  void record(TraceKind kind, std::uint64_t iteration, int group, double t0, double t1) noexcept {
+  /// `label`: a string literal (it outlives the recorder), e.g. the collective of an
+  /// exchange event; null for the kind's own name.
+  void record(TraceKind kind, std::uint64_t iteration, int group, double t0, double t1,
+              const char* label = nullptr) noexcept {
     if (events_.empty()) return;
     if (count_ == events_.size()) {
       ++dropped_;
       return;
     }
-    events_[count_++] = {t0, t1, iteration, group, kind};
+    events_[count_++] = {t0, t1, iteration, group, kind, label};
   }
   const std::string& path() const noexcept { return path_; }
   void write(const std::string& path, int rank, int size, std::size_t groups) const;
@@ -47,6 +50,7 @@ class TraceRecorder {
     std::uint64_t iteration = 0;
     std::int32_t group = -1;
     TraceKind kind = TraceKind::backward;
+    const char* label = nullptr;
   };
   std::string path_;
   std::vector<Event> events_;

@@ -46,6 +46,7 @@ TEST_CASE("dense and sparse groups alternate in plan order, fixed and variable c
       if (g % 2 == 0) {
         dsend[g].assign(n, 0.0f);
         drecv[g].assign(n, 0.0f);
+        groups[g].kind = omgs::WireKind::allreduce_sum;
         groups[g].dense_send = dsend[g].data();
         groups[g].dense_recv = drecv[g].data();
         groups[g].dense_numel = n;
@@ -107,6 +108,7 @@ TEST_CASE("dense and sparse groups alternate in plan order, fixed and variable c
 TEST_CASE("dense group set-up errors on every rank", "[comm][dense]") {
   std::vector<float> x(10);
   omgs::GroupBuffers bad;
+  bad.kind = omgs::WireKind::allreduce_sum;
   bad.dense_numel = 10;  // null buffers
   omgs::ProgressOptions o;
   o.read_environment = false;
@@ -116,6 +118,7 @@ TEST_CASE("dense group set-up errors on every rank", "[comm][dense]") {
   omgs::SparsePair pairs[40];
   omgs::GroupBuffers g;
   if (rank_of() == 0) {
+    g.kind = omgs::WireKind::allreduce_sum;
     g.dense_send = x.data();
     g.dense_recv = x.data();
     g.dense_numel = 10;

@@ -72,6 +72,7 @@ TEST_CASE("rebind: dense and sparse groups, variable counts", "[comm][rebind]") 
   Buffers sparse({4, 1, 9}, P);  // group 1 dense instead
   std::vector<omgs::GroupBuffers> groups = sparse.groups;
   groups[1] = {};
+  groups[1].kind = omgs::WireKind::allreduce_sum;
   groups[1].dense_send = dsend.data();
   groups[1].dense_recv = drecv.data();
   groups[1].dense_numel = dsend.size();

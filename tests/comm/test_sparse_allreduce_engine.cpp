@@ -56,6 +56,7 @@ struct SaGroup {
     // A compact wire's dropped pairs add this region's rounding errors (<= P k).
     dropped.resize(wire == omgs::PairWire::pairs8 ? k : k + recv.size());
     GroupBuffers b{send.data(), recv.data(), k};
+    b.kind = omgs::WireKind::sparse_allreduce;
     b.sparse_numel = n;
     b.dropped = dropped.data();
     b.pair_wire = wire;
@@ -85,6 +86,7 @@ TEST_CASE("sparse-allreduce groups in the engine equal the standalone exchange",
         std::vector<GroupBuffers> groups(4);
         groups[0] = {ag_send.data(), ag_recv.data(), 4};
         groups[1] = a.buffers(P);
+        groups[2].kind = omgs::WireKind::allreduce_sum;
         groups[2].dense_send = d_send.data();
         groups[2].dense_recv = d_recv.data();
         groups[2].dense_numel = 64;
@@ -197,6 +199,7 @@ TEST_CASE("a group sparse-allreduce on one rank and allgather or dense on anothe
     if (me == P - 1) {
       b = GroupBuffers{};
       if (dense) {
+        b.kind = omgs::WireKind::allreduce_sum;
         b.dense_send = d.data();
         b.dense_recv = d.data();
         b.dense_numel = 300;

@@ -1,0 +1,103 @@
+// The runtime's registry of group exchanges (src/runtime/group_exchange.cpp): a plan's
+// groups get the exchange registered for their Collective, a collective nothing registered
+// is refused naming its group, and the trace names each group's exchange by its collective.
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <omgs/runtime.hpp>
+
+#include "omgs_catch.hpp"
+#include "runtime/group_exchange.hpp"
+#include "runtime_test_support.hpp"
+
+using omgs_test::count_of;
+using omgs_test::fill_gradient;
+using omgs_test::read_file;
+using omgs_test::world_rank;
+
+namespace {
+
+std::vector<omgs::LayerSpec> timed_layers() {
+  return {{"a", 3000, 1e-4}, {"b", 700, 1e-4}, {"c", 40, 1e-4}, {"d", 5000, 1e-4}};
+}
+
+omgs::IterationStats iterate(omgs::Runtime& rt, std::mt19937& rng) {
+  std::vector<float> g;
+  for (std::size_t l = rt.num_layers(); l-- > 0;) {
+    fill_gradient(rt, l, rng, g);
+    REQUIRE(rt.ready(l) == omgs::Status::ok);
+  }
+  return rt.finish();
+}
+
+}  // namespace
+
+TEST_CASE("a plan's groups get the exchange registered for their collective",
+          "[runtime][registry]") {
+  using namespace omgs::detail;
+  static std::atomic<int> made{0}, sized{0};
+  made = 0;
+  sized = 0;
+  register_exchange(
+      omgs::Collective::sparse,
+      [](GroupSlice slice, double density, ExchangeContext& ctx) {
+        ++made;
+        return make_allgather_exchange(std::move(slice), density, ctx);
+      },
+      [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, omgs::PairWire wire) {
+        ++sized;
+        return allgather_footprint(n, k, ranks, wire);
+      });
+  omgs::RuntimeOptions opt;
+  opt.density = 0.05;
+  opt.planner = omgs::Planner::layerwise;
+  opt.refit_iterations = 0;  // one plan instance: its groups' exchanges made once
+  opt.read_environment = false;
+  std::size_t groups = 0;
+  {
+    omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+    groups = rt.plan().groups.size();
+    std::mt19937 rng(3);
+    CHECK(iterate(rt, rng).status == omgs::Status::ok);
+  }
+  register_exchange(omgs::Collective::sparse, make_allgather_exchange, allgather_footprint);
+  CHECK(made == static_cast<int>(groups));
+  CHECK(sized >= static_cast<int>(groups));  // the size check before allocating
+}
+
+TEST_CASE("a collective nothing registered is refused, naming its group", "[runtime][registry]") {
+  using namespace omgs::detail;
+  const auto unknown = static_cast<omgs::Collective>(99);
+  ExchangeContext ctx;
+  CHECK_THROWS_WITH(make_exchange(unknown, GroupSlice{0, 0, 10, "group 0 (layer 'x')"}, 0.1, ctx),
+                    Catch::Contains("group 0 (layer 'x') has an unknown collective (99)"));
+  CHECK(exchange_footprint(unknown, 10, 1, 2, omgs::PairWire::pairs8) == 0);
+}
+
+TEST_CASE("each group's exchange event in the trace is named by its collective",
+          "[runtime][trace]") {
+  omgs::RuntimeOptions opt;
+  opt.density = 0.05;
+  opt.planner = omgs::Planner::layerwise;
+  opt.refit_iterations = 0;  // one plan instance: its groups' exchanges made once
+  opt.read_environment = false;
+  opt.sparse_exchange = omgs::SparseExchange::allreduce;
+  opt.trace_path = "omgs_test_registry_trace.%r.json";
+  const std::string path = "omgs_test_registry_trace." + std::to_string(world_rank()) + ".json";
+  std::size_t groups = 0;
+  {
+    omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+    groups = rt.plan().groups.size();
+    std::mt19937 rng(5);
+    for (int it = 0; it < 2; ++it) REQUIRE(iterate(rt, rng).status == omgs::Status::ok);
+  }
+  const std::string text = read_file(path);
+  CHECK(count_of(text, "\"name\": \"sparse allreduce g") == 2 * 2 * groups);  // b + e events
+  CHECK(count_of(text, "\"name\": \"allgather g") == 0);
+  std::remove(path.c_str());
+}
