@@ -70,6 +70,11 @@ struct RuntimeOptions {
   /// instead of O(P k)), or automatic (each group as the plan says). OMGS_SPARSE_EXCHANGE
   /// wins.
   SparseExchange sparse_exchange = SparseExchange::allgather;
+  /// The collectives the plans may give a group (PlanConfig::collectives): rows of the
+  /// planner's table of collectives, built-in or registered (docs/architecture.md, "Adding
+  /// a collective"). Empty (the default): those of sparse_exchange and the dense allreduce.
+  /// Every rank must allow the same collectives, by name.
+  CollectiveSet collectives;
   /// How the dense groups are allreduced (docs/comm.md, "The dense allreduce's form"):
   /// automatic (a short measurement at construction picks the faster of MPI_Iallreduce and
   /// a blocking MPI_Allreduce by the progress thread; the same on every rank), nonblocking,

@@ -15,6 +15,7 @@
 #include <string>
 
 #include <omgs/comm.hpp>
+#include <omgs/export.hpp>
 
 namespace omgs::detail {
 
@@ -91,18 +92,18 @@ enum WireFields : unsigned {
 };
 /// For a wire's factory: throws omgs::Error naming the first field of `b` outside `used`
 /// that is not at its default (buffers that contradict their kind).
-void refuse_stray_fields(const GroupBuffers& b, unsigned used);
+OMGS_EXPORT void refuse_stray_fields(const GroupBuffers& b, unsigned used);
 
 /// The pairs of every rank gathered on every rank (MPI_Iallgatherv of SparsePair): send,
 /// recv and k of `b`.
-std::unique_ptr<Wire> allgatherv_pairs_wire(const GroupBuffers& b);
+OMGS_EXPORT std::unique_ptr<Wire> allgatherv_pairs_wire(const GroupBuffers& b);
 /// The floats of every rank summed on every rank (MPI_SUM): the dense_* buffers of `b`, by
 /// MPI_Iallreduce, or by a blocking MPI_Allreduce in post() (b.blocking_allreduce: then it
 /// is a phased wire done when post() returns).
-std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b);
+OMGS_EXPORT std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b);
 /// The sparse allreduce of every rank's pairs (SparseAllreduce, phased): send, recv,
 /// dropped, k and sparse_numel of `b`.
-std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b);
+OMGS_EXPORT std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b);
 
 /// Makes the wire of a GroupBuffers of its kind; throws omgs::Error where the buffers'
 /// fields contradict the kind (stray_fields).
@@ -110,9 +111,9 @@ using WireFactory = std::function<std::unique_ptr<Wire>(const GroupBuffers&)>;
 /// The registration: `kind`'s wire from now on (the built-in kinds are registered at the
 /// first use; registering a kind again replaces its factory). Thread-safe; engines set up
 /// after it use it.
-void register_wire(WireKind kind, WireFactory factory);
+OMGS_EXPORT void register_wire(WireKind kind, WireFactory factory);
 /// The wire that a GroupBuffers describes, by its kind; throws omgs::Error for a kind that
 /// nothing registered or buffers that contradict it.
-std::unique_ptr<Wire> make_wire(const GroupBuffers& b);
+OMGS_EXPORT std::unique_ptr<Wire> make_wire(const GroupBuffers& b);
 
 }  // namespace omgs::detail

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include <omgs/export.hpp>
 #include <omgs/plan.hpp>
 
 namespace omgs::detail {
@@ -71,15 +72,15 @@ bool serves_groups(const std::vector<LayerSpec>& layers, const std::vector<Group
 /// registered ones. Registration happens before planning (at start-up, or at the start of
 /// a test): the table is not locked, and reading it while a row is registered is a race.
 /// Rows never move (their references stay valid).
-const std::vector<CollectiveRow>& collective_rows();
+OMGS_EXPORT const std::vector<CollectiveRow>& collective_rows();
 /// The row of `c`; throws omgs::Error for an id no row has.
-const CollectiveRow& collective_row(Collective c);
+OMGS_EXPORT const CollectiveRow& collective_row(Collective c);
 /// The row named `name`, or nullptr.
-const CollectiveRow* find_collective_row(std::string_view name);
+OMGS_EXPORT const CollectiveRow* find_collective_row(std::string_view name);
 /// Adds a row with the next free id and returns that id (time_s and known from `line` where
 /// unset). Throws omgs::Error on an empty or taken name, a function not set (and no line to
 /// set it from), or a full table (256 ids). Not thread-safe (see above).
-Collective register_collective(CollectiveRow row);
+OMGS_EXPORT Collective register_collective(CollectiveRow row);
 
 /// A row's choice for one group: its collective and communication time; `serves` false when
 /// no row of the class can serve the group (then the fastest row of the class regardless).

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <omgs/comm.hpp>
+#include <omgs/export.hpp>
 #include <omgs/pair_format.hpp>
 #include <omgs/plan.hpp>
 #include <omgs/runtime.hpp>
@@ -141,24 +142,28 @@ using ExchangeFootprint = std::function<std::uint64_t(std::uint64_t n, std::uint
 /// The registration: `collective`'s exchange and footprint from now on (the built-in
 /// collectives are registered at the first use; registering one again replaces it).
 /// Thread-safe; plan instances built after it use it.
-void register_exchange(Collective collective, ExchangeFactory factory, ExchangeFootprint footprint);
+OMGS_EXPORT void register_exchange(Collective collective, ExchangeFactory factory,
+                                   ExchangeFootprint footprint);
 /// The exchange of a group of the plan (by Group::collective); throws omgs::Error naming
 /// the group if nothing is registered for its collective.
-std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice slice,
-                                             double density, ExchangeContext& ctx);
+OMGS_EXPORT std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice slice,
+                                                         double density, ExchangeContext& ctx);
 /// The registered footprint of `collective` (0 if none is registered).
-std::uint64_t exchange_footprint(Collective collective, std::uint64_t n, std::uint64_t k,
-                                 std::uint64_t ranks, PairWire wire);
+OMGS_EXPORT std::uint64_t exchange_footprint(Collective collective, std::uint64_t n,
+                                             std::uint64_t k, std::uint64_t ranks, PairWire wire);
 
-std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice slice, double density,
-                                                       ExchangeContext& ctx);
-std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice, ExchangeContext& ctx);
-std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice, double density,
-                                                              ExchangeContext& ctx);
-std::uint64_t allgather_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
-                                  PairWire wire);
-std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks);
-std::uint64_t sparse_allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
-                                         PairWire wire);
+OMGS_EXPORT std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice slice, double density,
+                                                                   ExchangeContext& ctx);
+OMGS_EXPORT std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice,
+                                                                   ExchangeContext& ctx);
+OMGS_EXPORT std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice,
+                                                                          double density,
+                                                                          ExchangeContext& ctx);
+OMGS_EXPORT std::uint64_t allgather_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
+                                              PairWire wire);
+OMGS_EXPORT std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k,
+                                              std::uint64_t ranks);
+OMGS_EXPORT std::uint64_t sparse_allreduce_footprint(std::uint64_t n, std::uint64_t k,
+                                                     std::uint64_t ranks, PairWire wire);
 
 }  // namespace omgs::detail

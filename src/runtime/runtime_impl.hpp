@@ -92,6 +92,7 @@ class RuntimeImpl {
   PlanConfig plan_config() const {
     PlanConfig c{size, density_now, options.threshold_numel};
     c.sparse_exchange = options.sparse_exchange;
+    c.collectives = options.collectives;
     return c;
   }
   void check_plan(const Plan& plan);

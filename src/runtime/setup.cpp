@@ -11,6 +11,7 @@
 
 #include "comm/environment.hpp"
 
+#include "plan/collective_table.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace omgs::detail {
@@ -30,6 +31,17 @@ constexpr std::uint64_t fnv_basis = 14695981039346656037ull;
 std::uint64_t hash_layer(const LayerSpec& l) {
   std::uint64_t h = fnv1a(fnv_basis, l.name.data(), l.name.size());
   return fnv1a(h, &l.numel, sizeof l.numel);
+}
+
+// The allowed collectives by name: a registered collective's id may differ between ranks.
+std::uint64_t hash_collectives(const CollectiveSet& set) {
+  std::uint64_t h = fnv_basis;
+  for (std::size_t i = 0; i < 256; ++i)
+    if (set.contains(static_cast<Collective>(i))) {
+      const std::string_view name = to_string(static_cast<Collective>(i));
+      h = fnv1a(fnv1a(h, name.data(), name.size()), ";", 1);
+    }
+  return h;
 }
 
 /// Applies the OMGS_* environment variables to the options (they win), and checks every
@@ -182,6 +194,9 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
     if (options.pair_wire > PairWire::fp16)
       throw Error("omgs: pair_wire has an unknown value (" +
                   std::to_string(static_cast<int>(options.pair_wire)) + ")");
+    for (std::size_t i = 0; i < 256; ++i)  // each allowed collective has a row (or throws)
+      if (options.collectives.contains(static_cast<Collective>(i)))
+        detail::collective_row(static_cast<Collective>(i));
     if (options.gradient_type > GradientType::fp16)
       throw Error("omgs: gradient_type has an unknown value (" +
                   std::to_string(static_cast<int>(options.gradient_type)) + ")");
@@ -222,6 +237,7 @@ void RuntimeImpl::check_agreement() {
   }
   const std::uint64_t planner = static_cast<std::uint64_t>(options.planner);
   const std::uint64_t perf = fnv1a(fnv_basis, options.perf_model.data(), options.perf_model.size());
+  const std::uint64_t allowed = hash_collectives(options.collectives);
   const std::vector<std::uint64_t> mine = {layers.size(),
                                            h_layers,
                                            double_bits(options.density),
@@ -241,7 +257,8 @@ void RuntimeImpl::check_agreement() {
                                            double_bits(options.clip_norm),
                                            static_cast<std::uint64_t>(options.pair_wire),
                                            static_cast<std::uint64_t>(options.dense_allreduce),
-                                           static_cast<std::uint64_t>(options.gradient_type)};
+                                           static_cast<std::uint64_t>(options.gradient_type),
+                                           allowed};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -278,7 +295,8 @@ void RuntimeImpl::check_agreement() {
                         "clip_norm",
                         "pair_wire",
                         "dense_allreduce",
-                        "gradient_type"};
+                        "gradient_type",
+                        "collectives"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +
