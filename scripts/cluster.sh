@@ -31,18 +31,24 @@ usage() {
   exit 2
 }
 
+# int_in_range VALUE MAX WHAT: prints VALUE as a decimal integer if it is one in 1..MAX;
+# otherwise exits 2 with "WHAT 'VALUE' must be an integer in 1..MAX".
+int_in_range() {
+  local v="$1" max="$2" what="$3"
+  case "$v" in
+    '' | *[!0-9]*) cluster_die 2 "$what '$v' must be an integer in 1..$max" ;;
+  esac
+  if [ "${#v}" -gt 6 ] || [ "$((10#$v))" -lt 1 ] || [ "$((10#$v))" -gt "$max" ]; then
+    cluster_die 2 "$what '$v' must be an integer in 1..$max"
+  fi
+  echo "$((10#$v))"
+}
+
 # parse_link_options ARGS...: sets n, rate, delay, mpi, private, per_host, cmd from
 # `N [options] [-- CMD]`.
 parse_link_options() {
-  n="${1:-}"
+  n="$(int_in_range "${1:-}" 64 "the number of hosts")" || exit 2
   [ $# -gt 0 ] && shift
-  case "$n" in
-    '' | *[!0-9]*) cluster_die 2 "the number of hosts '$n' must be an integer in 1..64" ;;
-  esac
-  if [ "$((10#$n))" -lt 1 ] || [ "$((10#$n))" -gt 64 ]; then
-    cluster_die 2 "the number of hosts '$n' must be an integer in 1..64"
-  fi
-  n="$((10#$n))"
   while [ $# -gt 0 ]; do
     case "$1" in
       --rate) rate="${2:-}" && shift 2 ;;
@@ -56,13 +62,7 @@ parse_link_options() {
   done
   cluster_check_rate "$rate"
   cluster_check_delay "$delay"
-  case "$per_host" in
-    '' | *[!0-9]*) cluster_die 2 "--ranks-per-host '$per_host' must be an integer in 1..16" ;;
-  esac
-  if [ "$((10#$per_host))" -lt 1 ] || [ "$((10#$per_host))" -gt 16 ]; then
-    cluster_die 2 "--ranks-per-host '$per_host' must be an integer in 1..16"
-  fi
-  per_host="$((10#$per_host))"
+  per_host="$(int_in_range "$per_host" 16 --ranks-per-host)" || exit 2
 }
 
 cmd_up() {
