@@ -181,6 +181,12 @@ struct PlanConfig {
   std::uint64_t max_mpi_count = 0;
 };
 
+/// A byte count for PlanConfig::memory_budget_bytes: a number (a fraction allowed, the bytes
+/// rounded down) with an optional unit: B, KiB, MiB, GiB, TiB (powers of 1024) or kB, MB,
+/// GB, TB (powers of 1000), e.g. "512MiB", "2GiB", "1.5GB", "4096". "0" is no limit. Throws
+/// omgs::Error naming the text otherwise (no number, an unknown unit, past 2^64-1 bytes).
+OMGS_EXPORT std::uint64_t parse_byte_size(std::string_view text);
+
 /// config.collectives if not empty, else what config.sparse_exchange says: allgather:
 /// {sparse, dense}; allreduce: {sparse_allreduce, dense}; automatic: all three.
 OMGS_EXPORT CollectiveSet allowed_collectives(const PlanConfig& config);
@@ -334,6 +340,12 @@ struct LabeledTimeline {
 /// backward), top-k and communication; group numbers are written in blocks wide enough.
 OMGS_EXPORT std::string timeline_svg(const std::vector<LabeledTimeline>& rows,
                                      const std::string& title);
+
+/// Bytes per rank each group's exchange allocates (its collective's row, CollectiveRow::
+/// memory_bytes, for the group's numel at `workers` ranks and `density`), in plan order: what
+/// PlanConfig::memory_budget_bytes bounds (omgs-plan --footprint). The runtime holds every
+/// group's buffers at once, so the plan's footprint per rank is their sum.
+OMGS_EXPORT std::vector<double> group_memory_bytes(const Plan& plan, int workers, double density);
 
 /// The plan as JSON: {"planner", "workers", "density", "groups": [[names, highest index
 /// first], ...], "group_numel": [...], "predicted": {...}, "timeline": [...]}.

@@ -75,6 +75,12 @@ struct RuntimeOptions {
   /// a collective"). Empty (the default): those of sparse_exchange and the dense allreduce.
   /// Every rank must allow the same collectives, by name.
   CollectiveSet collectives;
+  /// Bytes per rank one group's exchange may allocate (PlanConfig::memory_budget_bytes; 0,
+  /// the default: no limit): the choosing planners (mgs_mixed, optimal, dense, mixed; also
+  /// when the closed loop replans) give no group a collective whose row needs more
+  /// (docs/planner.md, "The table of collectives"). Every rank must give the same.
+  /// OMGS_MEMORY_BUDGET wins (a byte count: 4096, 512MiB, 2GiB, 1.5GB).
+  std::uint64_t memory_budget_bytes = 0;
   /// How the dense groups are allreduced (docs/comm.md, "The dense allreduce's form"):
   /// automatic (a short measurement at construction picks the faster of MPI_Iallreduce and
   /// a blocking MPI_Allreduce by the progress thread; the same on every rank), nonblocking,
@@ -87,7 +93,7 @@ struct RuntimeOptions {
   /// Honour the OMGS_* environment variables (they win over these options):
   /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT,
   /// OMGS_SHUTDOWN_TIMEOUT_S, OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS, OMGS_REPLAN_MIN_GAIN,
-  /// OMGS_SPARSE_EXCHANGE, OMGS_DENSE_ALLREDUCE.
+  /// OMGS_SPARSE_EXCHANGE, OMGS_DENSE_ALLREDUCE, OMGS_MEMORY_BUDGET.
   bool read_environment = true;
   /// The watchdog: finish() waits this long for a group, then asks every rank how far it
   /// got and reports which ranks have not posted the group (see on_timeout). It also bounds

@@ -37,11 +37,13 @@ struct SweepRow {
 /// `margin` (0: the strict minimum, never slower than dense, mgs, sparse_allreduce or
 /// optimal; any margin: never slower than dense or sparse_allreduce). `exchange` is the
 /// PlanConfig::sparse_exchange of mixed's candidates (allreduce needs a model that knows
-/// the sparse allreduce for every P).
+/// the sparse allreduce for every P). `memory_budget_bytes` and `max_mpi_count` are every
+/// plan's PlanConfig limits (0: none, the default).
 OMGS_EXPORT std::vector<SweepRow> sweep_workers(
     const std::vector<LayerSpec>& layers, const PerfModel& model, double density,
     const std::vector<int>& workers, const OptimalBudget& budget = {},
-    double margin = default_choice_margin, SparseExchange exchange = SparseExchange::allgather);
+    double margin = default_choice_margin, SparseExchange exchange = SparseExchange::allgather,
+    std::uint64_t memory_budget_bytes = 0, std::uint64_t max_mpi_count = 0);
 /// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of
 /// the two numbers before it up to the one after it). Throws omgs::Error on a bad list.
 OMGS_EXPORT std::vector<int> parse_workers_list(std::string_view text);

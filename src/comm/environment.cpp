@@ -98,6 +98,18 @@ std::optional<DenseAllreduce> read_dense_allreduce() {
   }
 }
 
+/// OMGS_MEMORY_BUDGET: a byte count (parse_byte_size: 4096, 512MiB, 2GiB, 1.5GB; 0: none).
+std::optional<std::uint64_t> read_memory_budget() {
+  const char* v = env_value("OMGS_MEMORY_BUDGET");
+  if (v == nullptr) return std::nullopt;
+  try {
+    return parse_byte_size(v);
+  } catch (const Error&) {
+    throw Error(std::string("omgs: OMGS_MEMORY_BUDGET='") + v +
+                "' is not a byte count (e.g. 4096, 512MiB, 2GiB, 1.5GB; 0: no limit)");
+  }
+}
+
 }  // namespace
 
 const char* env_value(const char* name) noexcept {
@@ -127,6 +139,7 @@ RuntimeEnvironment read_runtime_environment() {
   env.sparse_exchange = read_sparse_exchange();
   env.pair_wire = read_pair_wire();
   env.dense_allreduce = read_dense_allreduce();
+  env.memory_budget_bytes = read_memory_budget();
   return env;
 }
 

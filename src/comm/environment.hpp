@@ -34,6 +34,7 @@ struct RuntimeEnvironment {
   std::optional<SparseExchange> sparse_exchange;  ///< OMGS_SPARSE_EXCHANGE
   std::optional<std::string> pair_wire;           ///< OMGS_PAIR_WIRE: pairs8, fp32, bf16, fp16
   std::optional<DenseAllreduce> dense_allreduce;  ///< OMGS_DENSE_ALLREDUCE
+  std::optional<std::uint64_t> memory_budget_bytes;  ///< OMGS_MEMORY_BUDGET: a byte count
 };
 
 /// Reads the variables in the order of RuntimeEnvironment's fields; throws omgs::Error

@@ -119,6 +119,18 @@ bool serves_groups(const std::vector<LayerSpec>& layers, const std::vector<Group
   return true;
 }
 
+void drop_unserved(std::vector<Plan>& candidates, const std::vector<LayerSpec>& layers,
+                   const PlanConfig& config) {
+  std::vector<bool> served(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    served[i] = serves_groups(layers, candidates[i].groups, config);
+  if (std::find(served.begin(), served.end(), true) == served.end()) return;
+  std::vector<Plan> kept;
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    if (served[i]) kept.push_back(std::move(candidates[i]));
+  candidates = std::move(kept);
+}
+
 const std::vector<CollectiveRow>& collective_rows() {
   return table();
 }

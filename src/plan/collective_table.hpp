@@ -68,6 +68,13 @@ bool serves(const CollectiveRow& row, std::uint64_t numel, int workers, double d
 bool serves_groups(const std::vector<LayerSpec>& layers, const std::vector<Group>& groups,
                    const PlanConfig& config);
 
+/// Drops the candidate plans with a group that its collective cannot serve within the
+/// config's limits (serves_groups), unless that would drop them all: the choosers (mixed,
+/// automatic, the sweep's mixed) then never pick a start plan (MGS, dense with a layer too
+/// big for its row) over a budget that another candidate keeps.
+void drop_unserved(std::vector<Plan>& candidates, const std::vector<LayerSpec>& layers,
+                   const PlanConfig& config);
+
 /// Every row, indexed by id: the built-in ones (sparse, dense, sparse_allreduce), then the
 /// registered ones. Registration happens before planning (at start-up, or at the start of
 /// a test): the table is not locked, and reading it while a row is registered is a race.

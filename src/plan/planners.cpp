@@ -286,6 +286,7 @@ std::vector<Plan> plan_candidates(const std::vector<Planner>& planners,
     if ((p != Planner::threshold || config.threshold_numel != 0) &&
         (p != Planner::dense || unsparsified))
       plans.push_back(make_plan(p, layers, model, config, budget));
+  detail::drop_unserved(plans, layers, config);
   const CollectiveSet allowed = allowed_collectives(config);
   std::vector<const detail::CollectiveRow*> sparse;
   for (const detail::CollectiveRow& r : detail::collective_rows())
@@ -300,6 +301,7 @@ std::vector<Plan> plan_candidates(const std::vector<Planner>& planners,
       if (other != r) only.collectives.erase(other->id);
     plans.push_back(make_plan(Planner::mgs, layers, model, only, budget));
   }
+  detail::drop_unserved(plans, layers, config);
   return plans;
 }
 

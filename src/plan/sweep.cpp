@@ -11,6 +11,7 @@
 #include <omgs/plan.hpp>
 #include <omgs/sweep.hpp>
 
+#include "plan/collective_table.hpp"
 #include "svg_text.hpp"
 
 namespace omgs {
@@ -18,7 +19,8 @@ namespace omgs {
 std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const PerfModel& model,
                                     double density, const std::vector<int>& workers,
                                     const OptimalBudget& budget, double margin,
-                                    SparseExchange exchange) {
+                                    SparseExchange exchange, std::uint64_t memory_budget_bytes,
+                                    std::uint64_t max_mpi_count) {
   validate_choice_margin(margin);
   double backward = 0.0;
   for (const LayerSpec& l : layers) backward += l.backward_s;
@@ -28,7 +30,9 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
     bf16.emplace(ab->with_allreduce_element_bytes(2.0));
   std::vector<SweepRow> rows;
   for (int p : workers) {
-    const PlanConfig allgather{p, density, 8192, margin, SparseExchange::allgather};
+    PlanConfig allgather{p, density, 8192, margin, SparseExchange::allgather};
+    allgather.memory_budget_bytes = memory_budget_bytes;
+    allgather.max_mpi_count = max_mpi_count;
     PlanConfig config = allgather;
     config.sparse_exchange = exchange;
     model.check_workers(p);
@@ -55,6 +59,7 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
       candidates.push_back(r.mgs);
       if (r.has_sparse_allreduce) candidates.push_back(r.sparse_allreduce);
     }
+    detail::drop_unserved(candidates, layers, config);  // no limits: keeps them all
     r.mixed = best_of(std::move(candidates), config.choice_margin);
     if (bf16) {
       r.dense_bf16 = make_plan(Planner::dense, layers, *bf16, config, budget);

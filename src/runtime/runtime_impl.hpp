@@ -18,6 +18,7 @@
 
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
+#include "plan/collective_table.hpp"
 #include "runtime/closed_loop.hpp"
 #include "runtime/group_exchange.hpp"
 #include "runtime/plan_instance.hpp"
@@ -93,6 +94,9 @@ class RuntimeImpl {
     PlanConfig c{size, density_now, options.threshold_numel};
     c.sparse_exchange = options.sparse_exchange;
     c.collectives = options.collectives;
+    c.memory_budget_bytes = options.memory_budget_bytes;
+    // The wires refuse counts past an int at set-up: never propose such a group.
+    c.max_mpi_count = mpi_int_count;
     return c;
   }
   void check_plan(const Plan& plan);

@@ -59,10 +59,37 @@ void apply_environment(RuntimeOptions& o) {
   apply_if_set(o.replan_min_gain, env.replan_min_gain);
   apply_if_set(o.sparse_exchange, env.sparse_exchange);
   apply_if_set(o.dense_allreduce, env.dense_allreduce);
+  apply_if_set(o.memory_budget_bytes, env.memory_budget_bytes);
   if (env.abort_on_timeout)
     o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
   if (env.pair_wire) o.pair_wire = parse_pair_wire(*env.pair_wire);
 }
+
+/// The names of check_agreement's fingerprints, in its order (the first two, the layers,
+/// have their own messages).
+constexpr const char* agreed_option_names[] = {
+    nullptr,
+    nullptr,
+    "density",
+    "planner",
+    "threshold_numel",
+    "perf_model",
+    "backward_times (measured on some ranks, given on others)",
+    "profile_iterations",
+    "refit_iterations",
+    "max_replans",
+    "replan_min_gain",
+    "sparse_exchange",
+    "warmup_density",
+    "warmup_iterations",
+    "warmup_stages",
+    "momentum",
+    "clip_norm",
+    "pair_wire",
+    "dense_allreduce",
+    "gradient_type",
+    "collectives",
+    "memory_budget_bytes"};
 
 /// Before the communicator is duplicated: MPI and Kokkos usable, the communicator valid.
 MPI_Comm checked_comm(MPI_Comm comm) {
@@ -258,7 +285,8 @@ void RuntimeImpl::check_agreement() {
                                            static_cast<std::uint64_t>(options.pair_wire),
                                            static_cast<std::uint64_t>(options.dense_allreduce),
                                            static_cast<std::uint64_t>(options.gradient_type),
-                                           allowed};
+                                           allowed,
+                                           options.memory_budget_bytes};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -276,31 +304,10 @@ void RuntimeImpl::check_agreement() {
                     std::to_string(rank) + " has '" + layers[i].name + "' with numel " +
                     std::to_string(layers[i].numel) + ")");
   }
-  const char* what[] = {nullptr,
-                        nullptr,
-                        "density",
-                        "planner",
-                        "threshold_numel",
-                        "perf_model",
-                        "backward_times (measured on some ranks, given on others)",
-                        "profile_iterations",
-                        "refit_iterations",
-                        "max_replans",
-                        "replan_min_gain",
-                        "sparse_exchange",
-                        "warmup_density",
-                        "warmup_iterations",
-                        "warmup_stages",
-                        "momentum",
-                        "clip_norm",
-                        "pair_wire",
-                        "dense_allreduce",
-                        "gradient_type",
-                        "collectives"};
   for (std::size_t i = 2; i < mine.size(); ++i)
     if (mx[i] != mn[i])
-      throw Error(std::string("omgs: ranks disagree on the option ") + what[i] + " (this rank " +
-                  std::to_string(rank) + ")");
+      throw Error(std::string("omgs: ranks disagree on the option ") + agreed_option_names[i] +
+                  " (this rank " + std::to_string(rank) + ")");
 }
 
 void RuntimeImpl::make_model() {

@@ -2,6 +2,7 @@
 // planners and performance models the runtime uses at init.
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <omgs/plan.hpp>
 #include <omgs/sweep.hpp>
 
+#include "footprint_output.hpp"
 #include "plan_text.hpp"
 #include "sweep_output.hpp"
 
@@ -26,6 +28,7 @@ constexpr const char* usage_text =
     "mgs|layerwise|single|threshold|optimal|mgs_mixed|dense|mixed|automatic|all]\n"
     "                 [--threshold NUMEL] [--choice-margin M] [--optimal-work N]\n"
     "                 [--sparse-exchange allgather|allreduce|automatic]\n"
+    "                 [--memory-budget BYTES] [--max-mpi-count N|int] [--footprint]\n"
     "                 [--format table|json]\n"
     "                 [--svg FILE.svg]\n"
     "\n"
@@ -55,6 +58,14 @@ constexpr const char* usage_text =
     "  --optimal-work N the optimal and dense searches' budget (model evaluations plus state\n"
     "                   updates, default 30000000); past it the plan is approximate, with\n"
     "                   its gap bound reported\n"
+    "  --memory-budget BYTES  bytes per rank one group's exchange may allocate (e.g. 512MiB,\n"
+    "                   2GiB; 0: no limit, the default): the choosing planners (mgs_mixed,\n"
+    "                   optimal, dense, mixed) give no group a collective that needs more\n"
+    "                   (docs/planner.md, \"The table of collectives\")\n"
+    "  --max-mpi-count N  the largest count one MPI call may pass (int: 2147483647, what the\n"
+    "                   runtime's wires allow; default: no limit)\n"
+    "  --footprint      also print the bytes per rank each group's exchange allocates and\n"
+    "                   the plan's sum (with --workers-sweep: one line per P)\n"
     "  --format F       table (default) or json\n"
     "  --svg FILE       also draw the predicted pipeline as an SVG Gantt chart (one block of\n"
     "                   compute / top-k / communication lanes per planner)\n";
@@ -73,6 +84,9 @@ struct Args {
   std::string budget_work;
   std::string format = "table";
   std::string svg;
+  std::string memory_budget;
+  std::string max_mpi_count;
+  bool footprint = false;
 };
 
 [[noreturn]] void die(const std::string& message, int code = 1) {
@@ -138,6 +152,12 @@ Args parse_args(int argc, char** argv) {
       a.margin = value();
     } else if (opt == "--sparse-exchange") {
       a.exchange = value();
+    } else if (opt == "--memory-budget") {
+      a.memory_budget = value();
+    } else if (opt == "--max-mpi-count") {
+      a.max_mpi_count = value();
+    } else if (opt == "--footprint") {
+      a.footprint = true;
     } else if (opt == "--format") {
       a.format = value();
     } else if (opt == "--svg") {
@@ -155,16 +175,11 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
+using omgs_plan::group_label;
 using omgs_plan::print_table;
 using omgs_plan::ratio;
 using omgs_plan::Row;
 using omgs_plan::seconds;
-
-std::string group_label(const std::vector<omgs::LayerSpec>& layers, const omgs::Group& g) {
-  std::string s = layers[g.end - 1].name;
-  if (g.end - g.begin > 1) s += " .. " + layers[g.begin].name;
-  return s;
-}
 
 void print_status(std::ostream& os, const omgs::Plan& plan) {
   if (plan.status != omgs::PlanStatus::complete)
@@ -236,11 +251,29 @@ omgs::OptimalBudget budget_of(const Args& args) {
   return budget;
 }
 
+// --memory-budget and --max-mpi-count into the config's limits (0: none).
+void apply_limits(const Args& args, omgs::PlanConfig& config) {
+  if (!args.memory_budget.empty()) {
+    try {
+      config.memory_budget_bytes = omgs::parse_byte_size(args.memory_budget);
+    } catch (const omgs::Error& e) {
+      const std::string what = e.what();
+      die("--memory-budget " + what.substr(what.rfind("omgs: ", 0) == 0 ? 6 : 0), 2);
+    }
+  }
+  if (args.max_mpi_count == "int")
+    config.max_mpi_count = INT_MAX;
+  else if (!args.max_mpi_count.empty())
+    config.max_mpi_count =
+        static_cast<std::uint64_t>(parse_int(args.max_mpi_count, "--max-mpi-count"));
+}
+
 int run_sweep(const Args& args, const std::vector<omgs::LayerSpec>& layers,
               const omgs::PerfModel& model, const omgs::PlanConfig& config) {
   const std::vector<omgs::SweepRow> rows =
       omgs::sweep_workers(layers, model, config.density, omgs::parse_workers_list(args.sweep),
-                          budget_of(args), config.choice_margin, config.sparse_exchange);
+                          budget_of(args), config.choice_margin, config.sparse_exchange,
+                          config.memory_budget_bytes, config.max_mpi_count);
   const omgs_plan::SweepInputs in{args.model, args.perf, args.topk, model.describe(),
                                   config.density};
   if (!args.svg.empty()) {
@@ -252,6 +285,7 @@ int run_sweep(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     omgs_plan::print_sweep_json(std::cout, rows, in);
   } else {
     omgs_plan::print_sweep_table(std::cout, rows, in);
+    if (args.footprint) omgs_plan::print_sweep_footprint(std::cout, rows, config.density);
   }
   return 0;
 }
@@ -265,26 +299,35 @@ std::unique_ptr<omgs::PerfModel> load_model(const Args& args) {
   return std::make_unique<omgs::AlphaBetaModel>(ab->with_topk(omgs::load_topk_cost(args.topk)));
 }
 
+// The options into a PlanConfig, each checked (exit 2 naming the option).
+omgs::PlanConfig config_of(const Args& args) {
+  omgs::PlanConfig config;
+  const long long workers = args.sweep.empty() ? parse_int(args.workers, "--workers") : 1;
+  if (workers < 1 || workers > (1 << 24)) die("--workers " + args.workers + " must be >= 1", 2);
+  config.workers = static_cast<int>(workers);
+  config.density = parse_double(args.density, "--density");
+  if (!(config.density > 0.0 && config.density <= 1.0))
+    die("--density " + args.density + " is outside (0, 1]", 2);
+  config.threshold_numel = static_cast<std::uint64_t>(parse_int(args.threshold, "--threshold"));
+  if (config.threshold_numel == 0) die("--threshold must be >= 1", 2);
+  config.choice_margin = parse_double(args.margin, "--choice-margin");
+  if (!(config.choice_margin >= 0.0 && config.choice_margin <= 1.0))
+    die("--choice-margin " + args.margin + " is outside [0, 1]", 2);
+  config.sparse_exchange = omgs::parse_sparse_exchange(args.exchange);
+  if (args.format != "table" && args.format != "json")
+    die("--format '" + args.format + "' is not table or json", 2);
+  if (args.footprint && args.format != "table")
+    die("--footprint prints tables: not --format json", 2);
+  apply_limits(args, config);
+  return config;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
   try {
-    omgs::PlanConfig config;
-    const long long workers = args.sweep.empty() ? parse_int(args.workers, "--workers") : 1;
-    if (workers < 1 || workers > (1 << 24)) die("--workers " + args.workers + " must be >= 1", 2);
-    config.workers = static_cast<int>(workers);
-    config.density = parse_double(args.density, "--density");
-    if (!(config.density > 0.0 && config.density <= 1.0))
-      die("--density " + args.density + " is outside (0, 1]", 2);
-    config.threshold_numel = static_cast<std::uint64_t>(parse_int(args.threshold, "--threshold"));
-    if (config.threshold_numel == 0) die("--threshold must be >= 1", 2);
-    config.choice_margin = parse_double(args.margin, "--choice-margin");
-    if (!(config.choice_margin >= 0.0 && config.choice_margin <= 1.0))
-      die("--choice-margin " + args.margin + " is outside [0, 1]", 2);
-    config.sparse_exchange = omgs::parse_sparse_exchange(args.exchange);
-    if (args.format != "table" && args.format != "json")
-      die("--format '" + args.format + "' is not table or json", 2);
+    const omgs::PlanConfig config = config_of(args);
     if (!args.sweep.empty()) {
       const std::vector<omgs::LayerSpec> layers = omgs::load_model_csv(args.model);
       return run_sweep(args, layers, *load_model(args), config);
@@ -339,8 +382,13 @@ int main(int argc, char** argv) {
               << ", perf model: " << model->describe() << "\n\n";
     if (plans.size() == 1) {
       print_plan_table(std::cout, plans[0], layers);
+      if (args.footprint)
+        omgs_plan::print_plan_footprint(std::cout, plans[0], layers, config.workers,
+                                        config.density);
     } else {
       print_comparison(std::cout, plans);
+      if (args.footprint)
+        omgs_plan::print_plans_footprint(std::cout, plans, config.workers, config.density);
     }
     return 0;
   } catch (const omgs::Error& e) {

@@ -19,6 +19,12 @@ std::string ratio(double v) {
   return buf;
 }
 
+std::string group_label(const std::vector<omgs::LayerSpec>& layers, const omgs::Group& g) {
+  std::string s = layers[g.end - 1].name;
+  if (g.end - g.begin > 1) s += " .. " + layers[g.begin].name;
+  return s;
+}
+
 void print_table(std::ostream& os, std::size_t count, const std::function<Row(std::size_t)>& row) {
   std::vector<std::size_t> width;
   for (std::size_t i = 0; i < count; ++i) {

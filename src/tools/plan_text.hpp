@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <omgs/plan.hpp>
+
 namespace omgs_plan {
 
 /// Seconds as fixed-point with 6 decimals; scientific from 1e6 s on, so that huge but
@@ -14,6 +16,9 @@ namespace omgs_plan {
 std::string seconds(double v);
 /// A ratio with 3 decimals (scientific from 1e9 on).
 std::string ratio(double v);
+
+/// A group's layers, "last .. first" (backward order).
+std::string group_label(const std::vector<omgs::LayerSpec>& layers, const omgs::Group& g);
 
 using Row = std::vector<std::string>;
 

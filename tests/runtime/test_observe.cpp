@@ -300,6 +300,7 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
     const omgs::detail::RuntimeEnvironment none = read_runtime_environment();
     CHECK_FALSE(none.wait_timeout_s.has_value());
     CHECK_FALSE(none.abort_on_timeout.has_value());
+    CHECK_FALSE(none.memory_budget_bytes.has_value());
   }
   EnvGuard pin("OMGS_PROGRESS_CPU", "3", true);
   EnvGuard gpu("OMGS_GPU_AWARE_MPI", "no", true);
@@ -312,6 +313,7 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
   EnvGuard action("OMGS_ON_TIMEOUT", "abort", true);
   EnvGuard exchange("OMGS_SPARSE_EXCHANGE", "automatic", true);
   EnvGuard dense("OMGS_DENSE_ALLREDUCE", "blocking", true);
+  EnvGuard budget("OMGS_MEMORY_BUDGET", "2GiB", true);
   const omgs::detail::RuntimeEnvironment env = read_runtime_environment();
   CHECK(*env.dense_allreduce == omgs::DenseAllreduce::blocking);
   CHECK(env.progress_pin->policy == omgs::PinPolicy::pu);
@@ -325,6 +327,7 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
   CHECK(*env.replan_min_gain == 0.0);
   CHECK(*env.abort_on_timeout);
   CHECK(*env.sparse_exchange == omgs::SparseExchange::automatic);
+  CHECK(*env.memory_budget_bytes == std::uint64_t{2} << 30);
   // The first bad value in the order of the fields is named.
   EnvGuard bad_count("OMGS_MAX_REPLANS", "1000001", true);
   EnvGuard bad_action("OMGS_ON_TIMEOUT", "later", true);
