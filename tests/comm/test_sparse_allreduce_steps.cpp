@@ -70,7 +70,8 @@ TEST_CASE("IndexPermutation spreads contiguous and strided index sets over even 
     INFO("start " << start << ", stride " << stride);
     std::vector<int> per_region(ranks, 0);
     for (std::uint64_t i = 0; i < 8000; ++i) {
-      const std::uint64_t j = perm.forward(start + i * stride);
+      const std::uint64_t j = perm.forward((start + i * stride) % n);  // the group's indices
+      REQUIRE(j < n);
       ++per_region[static_cast<std::size_t>(std::upper_bound(bounds.begin() + 1, bounds.end(), j) -
                                             (bounds.begin() + 1))];
     }
