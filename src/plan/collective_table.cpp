@@ -33,6 +33,10 @@ CollectiveRow allgather_row() {
   r.wire_bytes = [](std::uint64_t n, int p, double d) { return (p - 1.0) * k_of(n, d) * 8.0; };
   r.memory_bytes = [](std::uint64_t n, int p, double d) { return 8.0 * k_of(n, d) * (1.0 + p); };
   r.max_mpi_count = pairs_of;
+  // The bytes received in 8-byte pairs: the refit converts its beta to the pair format.
+  r.fit_bytes = [](std::uint64_t n, int p, double d, double) {
+    return AlphaBetaModel::bytes_received(n, p, d);
+  };
   return r;
 }
 
@@ -73,6 +77,9 @@ CollectiveRow sparse_allreduce_row() {
     return 8.0 * (k * (1.0 + p) + k + 5.0 * std::min(p * k, static_cast<double>(n)));
   };
   r.max_mpi_count = pairs_of;
+  r.fit_bytes = [](std::uint64_t n, int p, double d, double pair_bytes) {
+    return AlphaBetaModel::sparse_allreduce_bytes(n, p, d, pair_bytes);
+  };
   return r;
 }
 

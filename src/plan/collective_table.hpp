@@ -45,6 +45,11 @@ struct CollectiveRow {
   std::function<double(std::uint64_t numel, int workers, double density)> memory_bytes;
   /// The largest element count one MPI call of the exchange passes (an int in MPI).
   std::function<std::uint64_t(std::uint64_t numel, int workers, double density)> max_mpi_count;
+  /// The x the closed loop's refit fits the line on (fit_line: measured seconds against these
+  /// bytes), with `pair_bytes` per pair in force when measured. Optional: unset, a row with a
+  /// top-k is fitted on its line's registered table bytes, a row without is not refitted.
+  std::function<double(std::uint64_t numel, int workers, double density, double pair_bytes)>
+      fit_bytes;
 };
 
 /// What a run lets one group's exchange use (PlanConfig::max_mpi_count and

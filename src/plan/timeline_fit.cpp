@@ -69,23 +69,16 @@ GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::si
 }
 
 const char* fit_line(const Group& g, int workers, double density, double pair_bytes, double& x) {
-  switch (g.collective) {
-    case Collective::dense:
-      return nullptr;
-    case Collective::sparse:
-      x = AlphaBetaModel::bytes_received(g.numel, workers, density);
-      return "allgather";
-    case Collective::sparse_allreduce:
-      x = AlphaBetaModel::sparse_allreduce_bytes(g.numel, workers, density, pair_bytes);
-      return "sparse_allreduce";
-  }
-  // A registered collective: its row's line, if it has a top-k (the same family of points)
-  // and its line's bytes are registered.
   const CollectiveRow& row = collective_row(g.collective);
-  const LineKind* kind = row.sparsifies ? find_line_kind(row.line) : nullptr;
+  if (!row.sparsifies) return nullptr;  // no top-k: not of the timeline model's family
+  if (row.fit_bytes) {
+    x = row.fit_bytes(g.numel, workers, density, pair_bytes);
+    return row.line.c_str();  // rows never move
+  }
+  const LineKind* kind = find_line_kind(row.line);
   if (kind == nullptr) return nullptr;
   x = kind->table_bytes(g.numel, workers, density, LineFormat{4.0, pair_bytes});
-  return row.line.c_str();  // rows never move
+  return row.line.c_str();
 }
 
 LinearFit TimelineFit::line(std::string_view name) const {

@@ -42,14 +42,13 @@ struct TimelineFit {
   std::size_t groups(std::string_view name) const;
 };
 
-/// The line a group's exchange is fitted on and its x, nullptr (x unset) for a group whose
-/// points are not of the timeline model's family (a dense group: no top-k). The allgather's
-/// x is the bytes received in 8-byte pairs (AlphaBetaModel::bytes_received; the refit
-/// converts its beta to the pair format in force), the sparse allreduce's its wire bytes at
-/// `pair_bytes` per pair (AlphaBetaModel::sparse_allreduce_bytes: the pair wire in force
-/// when the points were measured); a registered collective with a top-k: its row's line
-/// (CollectiveRow::line), x its line's table bytes (nullptr if the line has no registered
-/// bytes).
+/// The line a group's exchange is fitted on (its row's CollectiveRow::line) and its x (the
+/// row's fit_bytes: for the allgather the bytes received in 8-byte pairs, the refit converting
+/// its beta to the pair format in force; for the sparse allreduce its wire bytes at
+/// `pair_bytes` per pair, the wire in force when the points were measured; for a registered
+/// row without fit_bytes its line's registered table bytes). nullptr (x unset) for a group
+/// whose points are not of the timeline model's family (no top-k: a dense group) or whose
+/// line has no registered bytes.
 const char* fit_line(const Group& g, int workers, double density, double pair_bytes, double& x);
 
 /// Each group's typical costs over `count` measured timelines of the plan (each with
