@@ -212,7 +212,8 @@ struct Plan {
   std::string status_note;  ///< why the plan is approximate or a fallback; empty if complete
   /// For Planner::mixed: the candidate whose plan it took (else the same as `planner`).
   Planner picked = Planner::mgs;
-  /// Number of groups with Collective::dense.
+  /// Number of dense groups: those whose collective sends the whole gradient, no top-k
+  /// (Collective::dense, or a registered collective without a top-k).
   OMGS_EXPORT std::size_t dense_groups() const;
 };
 

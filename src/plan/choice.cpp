@@ -61,7 +61,7 @@ SparseExchange parse_sparse_exchange(std::string_view name) {
 
 std::size_t Plan::dense_groups() const {
   return static_cast<std::size_t>(std::count_if(groups.begin(), groups.end(), [](const Group& g) {
-    return g.collective == Collective::dense;
+    return !detail::collective_row(g.collective).sparsifies;  // no top-k: the whole gradient
   }));
 }
 
