@@ -11,6 +11,7 @@
 
 #include <omgs/plan.hpp>
 
+#include "group_counts.hpp"
 #include "omgs_catch.hpp"
 #include "plan/collective_costs.hpp"
 #include "plan/collective_table.hpp"
@@ -51,12 +52,6 @@ Collective reduce_bcast() {
     return omgs::detail::register_collective(std::move(r));
   }();
   return id;
-}
-
-std::size_t count(const std::vector<omgs::Group>& groups, Collective c) {
-  std::size_t n = 0;
-  for (const omgs::Group& g : groups) n += g.collective == c;
-  return n;
 }
 
 double end_of(const std::vector<omgs::LayerSpec>& layers, const std::vector<omgs::Group>& groups,
@@ -156,7 +151,7 @@ TEST_CASE("collective table: the choosing planners keep within MPI's int counts 
     INFO(omgs::to_string(p));
     c.max_mpi_count = 0;  // no limit: the prediction merges into one dense group
     const omgs::Plan free = omgs::make_plan(p, layers, m, c);
-    CHECK(count(free.groups, Collective::dense) == free.groups.size());
+    CHECK(omgs_test::count_collective(free.groups, Collective::dense) == free.groups.size());
     if (p != Planner::mgs_mixed) CHECK(free.groups.size() == 1);
     c.max_mpi_count = omgs::detail::mpi_int_count;
     const omgs::Plan ints = omgs::make_plan(p, layers, m, c);
@@ -223,19 +218,22 @@ TEST_CASE("collective table: the all-sparse planners take the allowed row with a
   for (Planner p :
        {Planner::mgs, Planner::layerwise, Planner::single, Planner::threshold, Planner::optimal}) {
     const omgs::Plan plan = omgs::make_plan(p, layers, m, c);
-    CHECK(count(plan.groups, Collective::sparse_allreduce) == plan.groups.size());
+    CHECK(omgs_test::count_collective(plan.groups, Collective::sparse_allreduce) ==
+          plan.groups.size());
   }
   // No collective without a top-k allowed: the choosing planners keep to the allowed one.
   for (Planner p : {Planner::mgs_mixed, Planner::mixed, Planner::automatic}) {
     const omgs::Plan plan = omgs::make_plan(p, layers, m, c);
-    CHECK(count(plan.groups, Collective::sparse_allreduce) == plan.groups.size());
+    CHECK(omgs_test::count_collective(plan.groups, Collective::sparse_allreduce) ==
+          plan.groups.size());
   }
   CHECK_THROWS_WITH(omgs::make_plan(Planner::dense, layers, m, c),
                     Catch::Contains("needs an allowed collective without a top-k"));
   c.collectives = {Collective::dense};
   CHECK_THROWS_WITH(omgs::make_plan(Planner::mgs, layers, m, c),
                     Catch::Contains("needs an allowed collective with a top-k"));
-  CHECK(count(omgs::make_plan(Planner::dense, layers, m, c).groups, Collective::dense) > 0);
+  CHECK(omgs_test::count_collective(omgs::make_plan(Planner::dense, layers, m, c).groups,
+                                    Collective::dense) > 0);
   c.workers = 8;  // the model knows no sparse allreduce for P = 8
   c.collectives = {Collective::sparse_allreduce};
   CHECK_THROWS_WITH(omgs::make_plan(Planner::layerwise, layers, m, c),
@@ -298,13 +296,15 @@ TEST_CASE("collective table: a registered collective is planned when it is faste
           omgs::choose_collectives(layers, omgs::groups_mgs(layers, *model, with), *model, with);
       // Cheaper than the dense allreduce: it replaces it; dearer: never chosen.
       for (const auto* groups : {&r.groups, &brute, &chosen}) {
-        CHECK(count(*groups, factor < 1 ? Collective::dense : rb) == 0);
+        CHECK(omgs_test::count_collective(*groups, factor < 1 ? Collective::dense : rb) == 0);
         (factor < 1 ? rb_seen : dense_seen) +=
-            int(count(*groups, factor < 1 ? rb : Collective::dense));
+            int(omgs_test::count_collective(*groups, factor < 1 ? rb : Collective::dense));
       }
       // Not allowed: never chosen.
-      CHECK(count(omgs::search_optimal(layers, *model, without).groups, rb) == 0);
-      CHECK(count(omgs::make_plan(Planner::mixed, layers, *model, without).groups, rb) == 0);
+      CHECK(omgs_test::count_collective(omgs::search_optimal(layers, *model, without).groups, rb) ==
+            0);
+      CHECK(omgs_test::count_collective(
+                omgs::make_plan(Planner::mixed, layers, *model, without).groups, rb) == 0);
     }
   }
   CHECK(rb_seen > 20);

@@ -11,6 +11,7 @@
 
 #include <omgs/plan.hpp>
 
+#include "group_counts.hpp"
 #include "omgs_catch.hpp"
 #include "test_support.hpp"
 
@@ -60,11 +61,6 @@ double oracle(const std::vector<omgs::LayerSpec>& layers, const omgs::PerfModel&
   return best;
 }
 
-std::size_t count(const omgs::Plan& p, Collective c) {
-  std::size_t n = 0;
-  for (const omgs::Group& g : p.groups) n += g.collective == c;
-  return n;
-}
 }  // namespace
 
 TEST_CASE("sparse allreduce: wire bytes and the derived formula by hand",
@@ -181,10 +177,11 @@ TEST_CASE("sparse exchange: each mode honoured by every planner", "[plan][sparse
           Planner::mgs_mixed, Planner::dense, Planner::mixed, Planner::automatic}) {
       INFO("P = " << p << ", " << omgs::to_string(planner));
       omgs::PlanConfig config{p, 0.001};
-      CHECK(count(omgs::make_plan(planner, layers, m, config), Collective::sparse_allreduce) == 0);
+      CHECK(omgs_test::count_collective(omgs::make_plan(planner, layers, m, config).groups,
+                                        Collective::sparse_allreduce) == 0);
       config.sparse_exchange = SparseExchange::allreduce;
       const omgs::Plan all = omgs::make_plan(planner, layers, m, config);
-      CHECK(count(all, Collective::sparse) == 0);
+      CHECK(omgs_test::count_collective(all.groups, Collective::sparse) == 0);
       config.sparse_exchange = SparseExchange::automatic;
       for (const omgs::Group& g : omgs::make_plan(planner, layers, m, config).groups) {
         if (g.collective == Collective::dense) continue;
@@ -201,8 +198,9 @@ TEST_CASE("sparse exchange: each mode honoured by every planner", "[plan][sparse
   CHECK_THROWS_WITH(omgs::make_plan(Planner::mgs, layers, tables, config),
                     Catch::Contains("no sparse allreduce cost for P = 4"));
   config.sparse_exchange = SparseExchange::automatic;
-  CHECK(count(omgs::make_plan(Planner::optimal, layers, tables, config),
-              Collective::sparse_allreduce) == 0);
+  CHECK(
+      omgs_test::count_collective(omgs::make_plan(Planner::optimal, layers, tables, config).groups,
+                                  Collective::sparse_allreduce) == 0);
 }
 
 TEST_CASE("sparse exchange: the optimal search and the oracle agree", "[plan][sparse_exchange]") {

@@ -13,6 +13,7 @@
 
 #include <omgs/runtime.hpp>
 
+#include "group_counts.hpp"
 #include "omgs_catch.hpp"
 #include "reduce_bcast_collective.hpp"
 #include "runtime_test_support.hpp"
@@ -55,12 +56,6 @@ float value(int rank, int it, std::size_t l, std::size_t i) {
   return std::cos(0.29f * float(i) + 1.1f * float(rank) + 0.5f * float(it) + float(l));
 }
 
-std::size_t count(const omgs::Plan& plan, Collective c) {
-  std::size_t n = 0;
-  for (const omgs::Group& g : plan.groups) n += g.collective == c;
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("registered collective: planned where cheapest, run with the dense average",
@@ -77,7 +72,8 @@ TEST_CASE("registered collective: planned where cheapest, run with the dense ave
     const omgs::Plan& plan = rt.plan();
     groups = plan.groups.size();
     INFO("groups " << groups);
-    REQUIRE(count(plan, rb) == groups);  // every group: it is the cheapest row
+    REQUIRE(omgs_test::count_collective(plan.groups, rb) ==
+            groups);  // every group: it is the cheapest row
     CHECK(omgs_test::same_everywhere(omgs::plan_to_json(plan, rt.layers(), {world_size()})));
     const int P = world_size();
     const std::size_t L = rt.layers().size();
@@ -131,13 +127,13 @@ TEST_CASE("registered collective: not chosen where dearer or not allowed", "[run
   {
     omgs::Runtime dear(MPI_COMM_WORLD, layers(),
                        options(write_model("omgs_test_rb_dear.json", "1e-2"), rb));
-    CHECK(count(dear.plan(), rb) == 0);
+    CHECK(omgs_test::count_collective(dear.plan().groups, rb) == 0);
     CHECK(dear.plan().dense_groups() == dear.plan().groups.size());  // the allreduce instead
   }
   omgs::RuntimeOptions opt = options(write_model("omgs_test_rb_cheap2.json", "1e-5"), rb);
   opt.collectives = {};  // the default: sparse_exchange's rows and the dense allreduce
   omgs::Runtime not_allowed(MPI_COMM_WORLD, layers(), opt);
-  CHECK(count(not_allowed.plan(), rb) == 0);
+  CHECK(omgs_test::count_collective(not_allowed.plan().groups, rb) == 0);
 }
 
 TEST_CASE("registered collective: ranks that allow different collectives are refused",
