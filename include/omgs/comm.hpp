@@ -106,6 +106,7 @@ enum class WireKind : int {
   allreduce_sum = 1,     ///< dense_send, dense_recv, dense_numel, blocking_allreduce
   sparse_allreduce = 2,  ///< send, recv, k, sparse_numel, dropped, pair_wire
 };
+/// The name its wire was registered with (e.g. "allgather_pairs"), or "unregistered".
 OMGS_EXPORT const char* to_string(WireKind kind);
 
 /// Caller-owned buffers of one merged group, of the collective `kind` names. An allgather

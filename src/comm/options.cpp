@@ -85,18 +85,6 @@ const char* to_string(ProgressMode mode) {
   return mode == ProgressMode::thread ? "thread" : "inline";
 }
 
-const char* to_string(WireKind kind) {
-  switch (kind) {
-    case WireKind::allgather_pairs:
-      return "allgather_pairs";
-    case WireKind::allreduce_sum:
-      return "allreduce_sum";
-    case WireKind::sparse_allreduce:
-      return "sparse_allreduce";
-  }
-  return "registered";  // a kind registered beside the built-in ones (register_wire)
-}
-
 const char* to_string(SubmitStatus status) {
   switch (status) {
     case SubmitStatus::ok:

@@ -3,20 +3,33 @@
 // register_wire() from its own files.
 #include "comm/wire.hpp"
 
+#include <deque>
 #include <map>
 #include <mutex>
+#include <string>
 
 namespace omgs::detail {
 
 namespace {
 
+struct WireEntry {
+  WireFactory make;
+  const char* name = nullptr;  // into WireRegistry::names
+};
+
 struct WireRegistry {
   std::mutex mutex;
-  std::map<int, WireFactory> factories;
+  std::map<int, WireEntry> entries;
+  std::deque<std::string> names;  // never shrinks: to_string's pointers stay valid
   WireRegistry() {
-    factories[static_cast<int>(WireKind::allgather_pairs)] = allgatherv_pairs_wire;
-    factories[static_cast<int>(WireKind::allreduce_sum)] = allreduce_sum_wire;
-    factories[static_cast<int>(WireKind::sparse_allreduce)] = sparse_allreduce_wire;
+    add(WireKind::allgather_pairs, allgatherv_pairs_wire, "allgather_pairs");
+    add(WireKind::allreduce_sum, allreduce_sum_wire, "allreduce_sum");
+    add(WireKind::sparse_allreduce, sparse_allreduce_wire, "sparse_allreduce");
+  }
+  void add(WireKind kind, WireFactory factory, std::string name) {
+    if (name.empty()) name = "wire " + std::to_string(static_cast<int>(kind));
+    names.push_back(std::move(name));
+    entries[static_cast<int>(kind)] = {std::move(factory), names.back().c_str()};
   }
 };
 
@@ -55,10 +68,10 @@ void refuse_stray_fields(const GroupBuffers& b, unsigned used) {
                 " is set");
 }
 
-void register_wire(WireKind kind, WireFactory factory) {
+void register_wire(WireKind kind, WireFactory factory, std::string name) {
   WireRegistry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
-  r.factories[static_cast<int>(kind)] = std::move(factory);
+  r.add(kind, std::move(factory), std::move(name));
 }
 
 std::unique_ptr<Wire> make_wire(const GroupBuffers& b) {
@@ -66,8 +79,8 @@ std::unique_ptr<Wire> make_wire(const GroupBuffers& b) {
   {
     WireRegistry& r = registry();
     const std::lock_guard<std::mutex> lock(r.mutex);
-    const auto it = r.factories.find(static_cast<int>(b.kind));
-    if (it != r.factories.end()) factory = it->second;
+    const auto it = r.entries.find(static_cast<int>(b.kind));
+    if (it != r.entries.end()) factory = it->second.make;
   }
   if (!factory)
     throw Error("GroupBuffers::kind " + std::to_string(static_cast<int>(b.kind)) +
@@ -76,3 +89,14 @@ std::unique_ptr<Wire> make_wire(const GroupBuffers& b) {
 }
 
 }  // namespace omgs::detail
+
+namespace omgs {
+
+const char* to_string(WireKind kind) {
+  detail::WireRegistry& r = detail::registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  const auto it = r.entries.find(static_cast<int>(kind));
+  return it == r.entries.end() ? "unregistered" : it->second.name;
+}
+
+}  // namespace omgs

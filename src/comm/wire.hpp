@@ -108,10 +108,11 @@ OMGS_EXPORT std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b);
 /// Makes the wire of a GroupBuffers of its kind; throws omgs::Error where the buffers'
 /// fields contradict the kind (stray_fields).
 using WireFactory = std::function<std::unique_ptr<Wire>(const GroupBuffers&)>;
-/// The registration: `kind`'s wire from now on (the built-in kinds are registered at the
-/// first use; registering a kind again replaces its factory). Thread-safe; engines set up
+/// The registration: `kind`'s wire from now on, and its name for to_string(WireKind) and
+/// error messages ("wire <value>" if empty). The built-in kinds are registered at the first
+/// use; registering a kind again replaces its factory and name. Thread-safe; engines set up
 /// after it use it.
-OMGS_EXPORT void register_wire(WireKind kind, WireFactory factory);
+OMGS_EXPORT void register_wire(WireKind kind, WireFactory factory, std::string name = {});
 /// The wire that a GroupBuffers describes, by its kind; throws omgs::Error for a kind that
 /// nothing registered or buffers that contradict it.
 OMGS_EXPORT std::unique_ptr<Wire> make_wire(const GroupBuffers& b);

@@ -109,11 +109,18 @@ TEST_CASE("a kind registered by the caller is posted like the built-in ones", "[
   const int P = world_size(), me = world_rank();
   // The pairs' wire under a kind of its own: what the registry adds is the dispatch.
   const WireKind mine = WireKind{42};
-  omgs::detail::register_wire(mine, [](const GroupBuffers& b) {
-    GroupBuffers as_pairs = b;
-    as_pairs.kind = WireKind::allgather_pairs;
-    return omgs::detail::allgatherv_pairs_wire(as_pairs);
-  });
+  CHECK(std::string(omgs::to_string(mine)) == "unregistered");
+  omgs::detail::register_wire(
+      mine,
+      [](const GroupBuffers& b) {
+        GroupBuffers as_pairs = b;
+        as_pairs.kind = WireKind::allgather_pairs;
+        return omgs::detail::allgatherv_pairs_wire(as_pairs);
+      },
+      "pairs_again");
+  // Its name is the registry's, as the built-in ones' are.
+  CHECK(std::string(omgs::to_string(mine)) == "pairs_again");
+  CHECK(std::string(omgs::to_string(WireKind::sparse_allreduce)) == "sparse_allreduce");
   const std::size_t k = 3;
   std::vector<omgs::SparsePair> send(k), recv(k * static_cast<std::size_t>(P));
   for (std::size_t i = 0; i < k; ++i)
