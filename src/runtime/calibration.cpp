@@ -1,7 +1,6 @@
-// Calibration: top-k timed on this device, the allgather of pairs and the dense allreduce
-// (and the sparse allreduce when the plan may use it) timed on the communicator (through comm),
-// a non-negative linear fit of each (plan/fit.hpp), and the slowest rank's coefficients (top-k)
-// or timings (allgather) for everybody.
+// Calibration: top-k timed on this device, the model's lines timed on the communicator
+// (calibration_lines.hpp: those the run may use and those always timed), a non-negative
+// linear fit of each (plan/fit.hpp), and the slowest rank's coefficients for everybody.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -12,7 +11,7 @@
 #include <omgs/detail/kokkos_helpers.hpp>
 
 #include "plan/fit.hpp"
-#include "runtime/calibration_sparse.hpp"
+#include "runtime/calibration_lines.hpp"
 #include "runtime/runtime_impl.hpp"
 
 namespace omgs::detail {
@@ -55,59 +54,6 @@ std::vector<std::vector<double>> time_topk(const std::vector<std::uint64_t>& siz
   return samples;
 }
 
-namespace {
-
-/// The allgather (`amount` bytes per rank) or allreduce (`amount` floats): a warm-up, then rounds
-/// of three repetitions until nine are kept or those kept took `budget_s` (a slow link then costs
-/// what it did before this estimator: four allgathers a size). Each repetition's time is the
-/// maximum over ranks, so every rank takes the same decisions and fits the same points.
-using CollectiveTimer = std::function<std::vector<double>(MPI_Comm, std::size_t, int)>;
-
-std::vector<double> time_collective(MPI_Comm comm, std::size_t amount, double budget_s,
-                                    const CollectiveTimer& timer) {
-  std::vector<double> kept;
-  double spent = 0.0;
-  while (kept.size() < 9 && (kept.empty() || spent < budget_s)) {
-    std::vector<double> t = timer(comm, amount, kept.empty() ? 4 : 3);
-    if (kept.empty()) t.erase(t.begin());  // the first run warms up
-    max_over_ranks(comm, t);
-    for (double v : t) {
-      spent += v;
-      kept.push_back(v);
-    }
-  }
-  return kept;
-}
-
-}  // namespace
-
-LinearFit fit_sparse_allreduce(MPI_Comm comm, std::uint64_t numel,
-                               const std::vector<std::uint64_t>& ks, int repetitions,
-                               double timeout_s) {
-  const auto [rank, size] = rank_and_size(comm);
-  std::vector<double> x;
-  std::vector<std::vector<double>> samples;
-  for (std::uint64_t k : ks) {
-    // k pairs spread over the group, shifted per rank: the regions get pairs from every rank
-    // and the sums mix overlapping and distinct indices, as top-k's selections do.
-    const std::uint64_t step = numel / k;
-    std::vector<SparsePair> pairs(k);
-    for (std::uint64_t i = 0; i < k; ++i)
-      pairs[i] = {static_cast<std::uint32_t>(i * step + static_cast<std::uint64_t>(rank) % step),
-                  static_cast<float>((i * 2654435761u + static_cast<std::uint64_t>(rank)) % 1000)};
-    std::vector<double> t = time_sparse_allreduce(comm, numel, k, pairs, repetitions, timeout_s);
-    max_over_ranks(comm, t);
-    x.push_back(AlphaBetaModel::sparse_allreduce_bytes(
-        numel, size, static_cast<double>(k) / static_cast<double>(numel)));
-    samples.push_back(std::move(t));
-  }
-  if (size > 1) return fit_latency_bandwidth(x, samples);
-  // One rank moves no bytes: its exchange's local work, at the largest k, is all latency.
-  LinearFit local;
-  for (const std::vector<double>& t : samples) local.c0 = std::max(local.c0, minimum(t));
-  return local;
-}
-
 void RuntimeImpl::calibrate() {
   const double t_start = now_s();
   const std::uint64_t total =
@@ -122,44 +68,19 @@ void RuntimeImpl::calibrate() {
   std::reverse(sizes.begin(), sizes.end());
   const std::vector<std::vector<double>> topk_samples =
       time_topk(sizes, options.density, calibration);
-  // Allgather of (index, value) pairs on this communicator, each repetition the slowest
-  // rank's time; each size is represented by its fastest repetition (fit_latency_bandwidth).
-  std::vector<std::vector<double>> ag_samples;
-  std::vector<double> ax;
-  for (std::size_t k : {1, 16, 256, 2048, 8192, 32768}) {
-    std::vector<double> t = time_collective(comm, k * sizeof(SparsePair), 0.02, time_allgather);
-    calibration.allgather_pairs.push_back(k);
-    calibration.allgather_s.push_back(minimum(t));
-    ag_samples.push_back(std::move(t));
-    ax.push_back(static_cast<double>(k) * sizeof(SparsePair) * size);
-  }
-  // The dense groups' allreduce of n floats in the form the run uses (choose_dense_allreduce),
-  // fitted on the 4n bytes (the model's allreduce table), sizes up to 4 MiB.
-  const AllreduceForm form = calibration.dense_allreduce.form;
-  const CollectiveTimer allreduce = [form](MPI_Comm c, std::size_t n, int reps) {
-    return time_allreduce_form(c, n, reps, form);
-  };
-  std::vector<std::vector<double>> ar_samples;
-  std::vector<double> rx;
-  for (std::size_t n : {1, 1024, 16384, 131072, 1048576}) {
-    std::vector<double> t = time_collective(comm, n, 0.02, allreduce);
-    calibration.allreduce_numel.push_back(n);
-    calibration.allreduce_s.push_back(minimum(t));
-    ar_samples.push_back(std::move(t));
-    rx.push_back(4.0 * static_cast<double>(n));
-  }
   std::vector<double> tx;
   for (std::uint64_t n : calibration.topk_numel) tx.push_back(static_cast<double>(n));
-  // One line per collective timed, each on the bytes its model line's beta multiplies.
   FittedModel fit;
   fit.topk = fit_latency_bandwidth(tx, topk_samples);
-  fit.lines["allgather"].fit = fit_latency_bandwidth(ax, ag_samples);
-  fit.lines["allreduce"].fit = fit_latency_bandwidth(rx, ar_samples);
-  // The sparse allreduce only where a plan may use it (RuntimeOptions::sparse_exchange
-  // allreduce or automatic), at two k of a 2^20 group.
-  if (plan_config().sparse_exchange != SparseExchange::allgather)
-    fit.lines["sparse_allreduce"].fit =
-        fit_sparse_allreduce(comm, std::uint64_t{1} << 20, {256, 16384});
+  // One line per collective the run may use whose calibration is registered, and the lines
+  // always timed, in name order on every rank (calibration_lines.hpp).
+  std::vector<std::string> allowed;
+  const CollectiveSet set = allowed_collectives(plan_config());
+  for (const CollectiveRow& row : collective_rows())
+    if (set.contains(row.id)) allowed.push_back(row.line);
+  const CalibrationContext context{comm, size, calibration.dense_allreduce.form, &calibration};
+  for (const auto& [line, timing] : line_calibrations(allowed))
+    fit.lines[line].fit = timing.fit(context);
   // The slowest rank sets the pace: every rank plans with the maximum, so plans agree
   // (every rank times the same collectives: the same lines, packed in the same order).
   std::vector<double> c = fit.pack();

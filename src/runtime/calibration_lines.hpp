@@ -1,17 +1,59 @@
-// Internal: the calibration of the sparse allreduce (calibration.cpp), apart so that a test
-// can time it on its own (tests/runtime/test_calibration_sparse.cpp).
+// Internal: how calibration times each line of the performance model on the communicator
+// (docs/planner.md, "Calibration"). A collective's line is timed at start-up when a
+// calibration is registered for it under its line's name and the run may use one of its rows
+// (or the calibration says it is always timed); the built-in lines (allgather, allreduce,
+// sparse_allreduce) register in calibration_lines.cpp, another collective from its own files.
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
+#include <omgs/allreduce_form.hpp>
 #include <omgs/export.hpp>
+#include <omgs/runtime.hpp>
 
 #include "plan/fit.hpp"
 
 namespace omgs::detail {
+
+/// What a line's calibration may use: the run's communicator and its dense allreduce form,
+/// and the report it may add its samples to (CalibrationReport's per-collective vectors).
+struct CalibrationContext {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int size = 1;
+  AllreduceForm dense_form = AllreduceForm::nonblocking;
+  CalibrationReport* report = nullptr;
+};
+
+/// One line's calibration. `fit` is collective over the context's communicator and must give
+/// every rank the same x values (the caller takes the maximum of the coefficients over ranks).
+struct LineCalibration {
+  /// Timed at every start-up, whatever the plan may use: the lines the model cannot be
+  /// built without (allgather) or that every report compares with (the dense allreduce).
+  bool always = false;
+  std::function<LinearFit(const CalibrationContext&)> fit;
+};
+
+/// The registration: `line`'s calibration from now on (registering one again replaces it).
+/// Thread-safe. Throws omgs::Error on an empty name or an unset fit.
+OMGS_EXPORT void register_line_calibration(const std::string& line, LineCalibration calibration);
+/// The lines to time for a run whose allowed rows time `lines`: those of them with a
+/// registered calibration and every `always` one, by name (the order every rank times them).
+OMGS_EXPORT std::map<std::string, LineCalibration> line_calibrations(
+    const std::vector<std::string>& lines);
+
+/// The allgather (`amount` bytes per rank) or allreduce (`amount` floats): a warm-up, then
+/// rounds of three repetitions until nine are kept or those kept took `budget_s`. Each
+/// repetition's time is the maximum over ranks, so every rank takes the same decisions and
+/// fits the same points.
+using CollectiveTimer = std::function<std::vector<double>(MPI_Comm, std::size_t, int)>;
+std::vector<double> time_collective(MPI_Comm comm, std::size_t amount, double budget_s,
+                                    const CollectiveTimer& timer);
 
 /// Collective over comm: the standalone sparse allreduce (detail::SparseAllreduce) of a group
 /// of `numel` elements (< 2^32) timed at each of `ks` (at least two, ascending, each <= numel):

@@ -14,6 +14,7 @@
 #include "comm/wire.hpp"
 #include "plan/collective_costs.hpp"
 #include "plan/collective_table.hpp"
+#include "runtime/calibration_lines.hpp"
 #include "runtime/group_exchange.hpp"
 
 namespace omgs_test {
@@ -24,6 +25,7 @@ using omgs::detail::GroupState;
 using omgs::detail::Wire;
 
 std::atomic<long> posts{0};
+std::atomic<long> calibrations{0};
 
 // A kind no built-in wire has.
 constexpr auto kReduceBcastWire = static_cast<omgs::WireKind>(200);
@@ -126,6 +128,29 @@ class ReduceBcastExchange final : public omgs::detail::GroupExchange {
   std::unique_ptr<GroupExchange> dense_;
 };
 
+// Its line timed at start-up (calibration_lines.hpp): MPI_Reduce then MPI_Bcast of n floats
+// at three sizes, the slowest rank's fastest of three, fitted on the line's bytes.
+omgs::detail::LinearFit calibrate(const omgs::detail::CalibrationContext& c) {
+  calibrations.fetch_add(1, std::memory_order_relaxed);
+  std::vector<double> x;
+  std::vector<std::vector<double>> samples;
+  for (int n : {16, 4096, 65536}) {
+    std::vector<float> send(static_cast<std::size_t>(n), 1.0f), recv(send.size());
+    std::vector<double> t;
+    for (int r = 0; r < 3; ++r) {
+      MPI_Barrier(c.comm);
+      const double a = MPI_Wtime();
+      MPI_Reduce(send.data(), recv.data(), n, MPI_FLOAT, MPI_SUM, 0, c.comm);
+      MPI_Bcast(recv.data(), n, MPI_FLOAT, 0, c.comm);
+      t.push_back(MPI_Wtime() - a);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, t.data(), 3, MPI_DOUBLE, MPI_MAX, c.comm);
+    x.push_back(line_bytes(static_cast<std::uint64_t>(n), c.size, 0.0, {}));
+    samples.push_back(std::move(t));
+  }
+  return omgs::detail::fit_latency_bandwidth(x, samples);
+}
+
 omgs::Collective register_all() {
   omgs::detail::register_line_bytes("reduce_bcast", line_bytes, line_bytes);
   omgs::detail::CollectiveRow row;
@@ -135,12 +160,15 @@ omgs::Collective register_all() {
   row.memory_bytes = [](std::uint64_t n, int, double) { return 8.0 * static_cast<double>(n); };
   row.max_mpi_count = [](std::uint64_t n, int, double) { return n; };
   const omgs::Collective id = omgs::detail::register_collective(std::move(row));
-  omgs::detail::register_wire(kReduceBcastWire, [](const GroupBuffers& b) {
-    GroupBuffers dense = b;
-    dense.k = 0;
-    omgs::detail::refuse_stray_fields(dense, omgs::detail::dense_fields);
-    return std::unique_ptr<Wire>(std::make_unique<ReduceBcastWire>(b));
-  });
+  omgs::detail::register_wire(
+      kReduceBcastWire,
+      [](const GroupBuffers& b) {
+        GroupBuffers dense = b;
+        dense.k = 0;
+        omgs::detail::refuse_stray_fields(dense, omgs::detail::dense_fields);
+        return std::unique_ptr<Wire>(std::make_unique<ReduceBcastWire>(b));
+      },
+      "reduce_bcast");
   omgs::detail::register_exchange(
       id,
       [](omgs::detail::GroupSlice slice, double, omgs::detail::ExchangeContext& ctx) {
@@ -150,6 +178,7 @@ omgs::Collective register_all() {
       [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, omgs::PairWire) {
         return omgs::detail::allreduce_footprint(n, k, ranks);
       });
+  omgs::detail::register_line_calibration("reduce_bcast", {false, calibrate});
   return id;
 }
 
@@ -162,6 +191,10 @@ omgs::Collective register_reduce_bcast() {
 
 long reduce_bcast_posts() {
   return posts.load(std::memory_order_relaxed);
+}
+
+long reduce_bcast_calibrations() {
+  return calibrations.load(std::memory_order_relaxed);
 }
 
 }  // namespace omgs_test

@@ -1,4 +1,4 @@
-// The sparse allreduce's calibration (src/runtime/calibration_sparse.hpp): the standalone
+// The sparse allreduce's calibration (src/runtime/calibration_lines.hpp): the standalone
 // exchange timed at two k on the communicator, a fit that every rank shares, and the model
 // entry it becomes (AlphaBetaModel::with_sparse_allreduce) predicting the timed exchange.
 #include <mpi.h>
@@ -13,7 +13,7 @@
 
 #include "comm/clock.hpp"
 #include "omgs_catch.hpp"
-#include "runtime/calibration_sparse.hpp"
+#include "runtime/calibration_lines.hpp"
 
 TEST_CASE("calibration: the sparse allreduce's alpha and beta, the same on every rank",
           "[runtime][calibration][sparse_exchange]") {

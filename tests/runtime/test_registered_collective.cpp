@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -144,4 +145,26 @@ TEST_CASE("registered collective: ranks that allow different collectives are ref
   if (world_rank() == 1) opt.collectives.erase(rb);
   CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, layers(), opt),
                     Catch::Contains("disagree on the option collectives"));
+}
+
+TEST_CASE("registered collective: its line calibrated at start-up where a run may use it",
+          "[runtime][table][calibration]") {
+  const Collective rb = omgs_test::register_reduce_bcast();
+  omgs::RuntimeOptions opt = options("calibrate", rb);
+  const long before = omgs_test::reduce_bcast_calibrations();
+  {
+    omgs::Runtime rt(MPI_COMM_WORLD, layers(), opt);
+    CHECK(omgs_test::reduce_bcast_calibrations() - before == 1);
+    // The calibrated model prices it (every rank the same: the slowest rank's fit).
+    REQUIRE(rt.perf_model().knows_collective("reduce_bcast", world_size()));
+    const double t = rt.perf_model().collective_s("reduce_bcast", 65536, world_size(), 0.0);
+    CHECK(t > 0.0);
+    char exact[64];
+    std::snprintf(exact, sizeof exact, "%a", t);
+    CHECK(omgs_test::same_everywhere(exact));
+  }
+  opt.collectives = {};  // not allowed: not timed, and the model does not know it
+  omgs::Runtime rt(MPI_COMM_WORLD, layers(), opt);
+  CHECK(omgs_test::reduce_bcast_calibrations() - before == 1);
+  CHECK_FALSE(rt.perf_model().knows_collective("reduce_bcast", world_size()));
 }
