@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -156,6 +157,14 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   AlphaBetaModel(TopkForm form, double c0_s, double c1_s, CollectiveCosts allgather,
                  CollectiveCosts allreduce);
 
+  /// A model of the given lines by collective name (each registered, checked as with_line;
+  /// the allgather's present, as every alpha-beta model has it). Throws omgs::Error as the
+  /// constructors and with_line do.
+  static AlphaBetaModel from_lines(TopkForm form, double c0_s, double c1_s,
+                                   std::map<std::string, CollectiveCosts, std::less<>> lines);
+  /// Whether every alpha-beta model must have the line `name` (the allgather's).
+  static bool requires_line(std::string_view name) { return name == "allgather"; }
+
   /// Parses the JSON form; `source` names the document in error messages.
   static AlphaBetaModel from_json(std::string_view text, const std::string& source = "<json>");
   static AlphaBetaModel load(const std::string& path);
@@ -198,6 +207,10 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   /// The line of the collective `name` as given (JSON, the constructors, with_line), nullptr
   /// if the model has none (the sparse allreduce's derived formula is not a given line).
   const CollectiveCosts* line(std::string_view name) const;
+  /// The line of `name` as it predicts for P workers (the derived formula included): its
+  /// table's entry for P, else its formula's alpha terms summed at P with its beta; nullopt
+  /// where it does not know P or there is no such line.
+  std::optional<AlphaBeta> line_at(std::string_view name, int workers) const;
   /// This model with the line of the collective `name` replaced by `costs` (empty costs:
   /// removed, but for the allgather's, which a model must have). Throws omgs::Error for a
   /// name not registered (detail::register_line_bytes) or costs its JSON would refuse.

@@ -37,6 +37,7 @@ CollectiveRow allgather_row() {
   r.fit_bytes = [](std::uint64_t n, int p, double d, double) {
     return AlphaBetaModel::bytes_received(n, p, d);
   };
+  r.fit_in_8_byte_pairs = true;
   return r;
 }
 

@@ -50,6 +50,10 @@ struct CollectiveRow {
   /// top-k is fitted on its line's registered table bytes, a row without is not refitted.
   std::function<double(std::uint64_t numel, int workers, double density, double pair_bytes)>
       fit_bytes;
+  /// fit_bytes counts 8-byte pairs whatever the pair format in force, while the line's bytes
+  /// count the format's (AlphaBetaModel::with_pair_bytes): the refit's beta is the line's
+  /// times pair_bytes / 8 (the allgather, whose fit reads the engine's bytes received).
+  bool fit_in_8_byte_pairs = false;
 };
 
 /// What a run lets one group's exchange use (PlanConfig::max_mpi_count and

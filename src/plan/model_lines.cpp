@@ -3,6 +3,7 @@
 // (collective_costs.hpp), with the sparse allreduce's formula derived from the allgather's
 // and the allreduce's (docs/planner.md, "The third exchange").
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include <omgs/plan.hpp>
@@ -131,6 +132,33 @@ double AlphaBetaModel::sparse_allreduce_s(std::uint64_t numel, int workers, doub
 const CollectiveCosts* AlphaBetaModel::line(std::string_view name) const {
   const auto it = lines_.find(name);
   return it == lines_.end() ? nullptr : &it->second;
+}
+
+std::optional<AlphaBeta> AlphaBetaModel::line_at(std::string_view name, int workers) const {
+  const auto it = effective_.find(name);
+  if (it == effective_.end()) return std::nullopt;
+  const CollectiveCosts& c = it->second.costs;
+  if (const auto at = c.table.find(workers); at != c.table.end()) return at->second;
+  if (!c.has_formula || workers < 1) return std::nullopt;
+  const CollectiveFormula& f = c.formula;
+  return AlphaBeta{f.alpha_s + f.alpha_log2p_s * std::log2(static_cast<double>(workers)) +
+                       f.alpha_p_s * static_cast<double>(workers - 1),
+                   f.beta_s_per_byte};
+}
+
+AlphaBetaModel AlphaBetaModel::from_lines(
+    TopkForm form, double c0_s, double c1_s,
+    std::map<std::string, CollectiveCosts, std::less<>> lines) {
+  for (const auto& [name, costs] : lines)
+    if (detail::find_line_kind(name) == nullptr)
+      throw Error("omgs: alpha-beta model: no collective named \"" + name +
+                  "\" is registered (detail::register_line_bytes) to give a line to");
+  const auto ag = lines.find("allgather");
+  AlphaBetaModel m(form, c0_s, c1_s, ag == lines.end() ? CollectiveCosts{} : ag->second, {});
+  for (auto& [name, costs] : lines)
+    if (!costs.empty()) m.lines_[name] = std::move(costs);
+  m.check_and_derive();
+  return m;
 }
 
 AlphaBetaModel AlphaBetaModel::with_line(std::string name, CollectiveCosts costs) const {

@@ -6,12 +6,14 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
+#include "plan/collective_table.hpp"
 #include "plan/loop_candidate.hpp"
 #include "plan/timeline_fit.hpp"
 #include "runtime/closed_loop.hpp"
@@ -20,46 +22,37 @@ namespace omgs::detail {
 
 namespace {
 
-/// What the refit takes from the model in force: the prior of its fit (the top-k and the
-/// lines of the sparse exchanges at P, for a fit that cannot separate intercepts; zeros where
-/// the model has no linear alpha-beta terms, e.g. the reference model), and the model's
-/// other lines as given, kept where the plan has no group to fit them (the closed loop
-/// refits the sparse exchanges only: dense groups keep their calibrated cost).
+/// What the refit takes from the model in force: the prior of its fit (the top-k, where the
+/// model's is linear, and the line of every collective with a top-k as the model predicts it
+/// at P, for a fit that cannot separate intercepts; zeros where the model has no alpha-beta
+/// terms, e.g. the reference model), and the model's lines as given, kept where the plan has
+/// no group to fit them (the closed loop refits the sparse exchanges only: dense groups keep
+/// their calibrated cost).
 struct ModelPrior {
   FittedModel fit;
-  std::map<std::string, CollectiveCosts, std::less<>> kept;  // every given line but the allgather's
+  std::map<std::string, CollectiveCosts, std::less<>> kept;
 };
 
-/// The sparse allreduce's {alpha, beta} at P for the fit's prior: the table's entry, else
-/// the formula (given or derived) evaluated at P, else zeros.
-LinearFit sparse_allreduce_prior(const AlphaBetaModel& ab, int workers) {
-  const auto it = ab.sparse_allreduce_costs().table.find(workers);
-  if (it != ab.sparse_allreduce_costs().table.end())
-    return {it->second.alpha_s, it->second.beta_s_per_byte};
-  const CollectiveCosts eff = ab.sparse_allreduce_effective_costs();
-  if (!eff.has_formula) return {};
-  const CollectiveFormula& f = eff.formula;
-  return {f.alpha_s + f.alpha_log2p_s * std::log2(static_cast<double>(workers)) +
-              f.alpha_p_s * static_cast<double>(workers - 1),
-          f.beta_s_per_byte};
+/// A fitted beta (per byte of fit_bytes) per byte of the line, for the line `name`.
+double line_beta_per_fit_beta(const std::string& name, double pair_bytes) {
+  for (const CollectiveRow& row : collective_rows())
+    if (row.sparsifies && row.line == name && row.fit_in_8_byte_pairs) return 8.0 / pair_bytes;
+  return 1.0;
 }
 
 ModelPrior prior_of(const PerfModel& model, int workers) {
   ModelPrior p;
   FittedModel& f = p.fit;
-  f.lines["allgather"] = {};
-  f.lines["sparse_allreduce"] = {};
+  for (const CollectiveRow& row : collective_rows())
+    if (row.sparsifies) f.lines[row.line] = {};
   const AlphaBetaModel* ab = model.as_alpha_beta();
   if (ab == nullptr) return p;
   p.kept.insert(ab->lines().begin(), ab->lines().end());
-  p.kept.erase("allgather");
-  f.lines["sparse_allreduce"].fit = sparse_allreduce_prior(*ab, workers);
-  if (ab->topk_form() != TopkForm::linear) return p;
-  f.topk = {ab->topk_c0_s(), ab->topk_c1_s()};
-  const auto it = ab->allgather_table().find(workers);
-  if (it != ab->allgather_table().end())
-    f.lines["allgather"].fit = {it->second.alpha_s, it->second.beta_s_per_byte * ab->pair_bytes() /
-                                                        8.0};  // per 8-byte pair's byte
+  for (auto& [name, line] : f.lines)
+    if (const std::optional<AlphaBeta> at = ab->line_at(name, workers))
+      line.fit = {at->alpha_s,
+                  at->beta_s_per_byte / line_beta_per_fit_beta(name, ab->pair_bytes())};
+  if (ab->topk_form() == TopkForm::linear) f.topk = {ab->topk_c0_s(), ab->topk_c1_s()};
   return p;
 }
 
@@ -103,21 +96,19 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
     const double fit_t0 = now_s();
     const FittedModel f = agreed_fit(prior.fit, next_layers, rep);
     host_.record(TraceKind::refit_fit, -1, fit_t0, now_s());
-    // The allgather's line, always refitted (the prior's where the plan has no such group):
-    // the fit's beta is per byte of 8-byte pairs (bytes_received), per byte of the pair
-    // format in force it is 8 / pair_bytes times that.
+    // Every line with groups in the plan fitted, the others as given (a line the model must
+    // have and the model in force has not, e.g. the reference model's: the prior's at P).
     const double pb = host_.wire_pair_bytes();
-    const LinearFit ag = f.find("allgather")->fit;
+    std::map<std::string, CollectiveCosts, std::less<>> lines = std::move(prior.kept);
+    for (const auto& [name, line] : f.lines) {
+      if (line.groups == 0 && (lines.count(name) > 0 || !AlphaBetaModel::requires_line(name)))
+        continue;
+      const double beta = line.fit.c1 * line_beta_per_fit_beta(name, pb);
+      lines[name] = CollectiveCosts{{{size, {line.fit.c0, beta}}}, false, {}};
+    }
     AlphaBetaModel refitted =
-        AlphaBetaModel(TopkForm::linear, f.topk.c0, f.topk.c1,
-                       CollectiveCosts{{{size, {ag.c0, ag.c1 * 8.0 / pb}}}, false, {}}, {})
+        AlphaBetaModel::from_lines(TopkForm::linear, f.topk.c0, f.topk.c1, std::move(lines))
             .with_pair_bytes(pb);
-    // Every other line: fitted where the plan had groups of it, else as it was given.
-    for (auto& [name, costs] : prior.kept) refitted = refitted.with_line(name, std::move(costs));
-    for (const auto& [name, line] : f.lines)
-      if (name != "allgather" && line.groups > 0)
-        refitted = refitted.with_line(
-            name, CollectiveCosts{{{size, {line.fit.c0, line.fit.c1}}}, false, {}});
     auto fitted = std::make_unique<AlphaBetaModel>(std::move(refitted));
     switch_plan(std::move(fitted), std::move(next_layers), rep);
   } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -198,4 +199,45 @@ TEST_CASE("model lines: a collective registered by the test gets a line from JSO
   CHECK_THROWS_WITH(all_lines().collective_s("p2p_allgather", 10, 4, 0.01),
                     Catch::Contains("no p2p allgather cost for P = 4") &&
                         Catch::Contains("\"p2p_allgather_formula\""));
+}
+
+TEST_CASE("model lines: line_at is the table's entry for P, else the formula at P",
+          "[plan][perf][lines]") {
+  const omgs::AlphaBetaModel m = all_lines();
+  const auto table = m.line_at("allgather", 4);
+  REQUIRE(table.has_value());
+  CHECK(table->alpha_s == 1e-4);
+  CHECK(table->beta_s_per_byte == 1e-9);
+  const auto formula = m.line_at("allgather", 8);  // 1e-6 + 2e-5 log2(8) + 3e-7 (8 - 1)
+  REQUIRE(formula.has_value());
+  CHECK(formula->alpha_s == Approx(1e-6 + 2e-5 * 3.0 + 3e-7 * 7.0).epsilon(1e-12));
+  CHECK(formula->beta_s_per_byte == 8e-10);
+  // The sparse allreduce's derived formula (docs/planner.md, "The third exchange").
+  const auto derived = m.line_at("sparse_allreduce", 8);
+  REQUIRE(derived.has_value());
+  CHECK(derived->alpha_s == Approx(2 * (2e-6 + 1e-6) + 2 * (4e-5 + 2e-5) * 3.0 +
+                                   (2 * 3e-7 + 2e-5) * 7.0)
+                                .epsilon(1e-12));
+  CHECK_FALSE(m.with_line("allreduce", {}).line_at("sparse_allreduce", 8).has_value());
+  CHECK_FALSE(m.line_at("no_such_line", 4).has_value());
+}
+
+TEST_CASE("model lines: from_lines builds the model its lines give, refusing what with_line does",
+          "[plan][perf][lines]") {
+  const omgs::AlphaBetaModel m = all_lines();
+  std::map<std::string, omgs::CollectiveCosts, std::less<>> lines = m.lines();
+  const omgs::AlphaBetaModel same =
+      omgs::AlphaBetaModel::from_lines(omgs::TopkForm::linear, 1e-5, 2e-9, lines);
+  for (int p : {2, 4, 8, 64})
+    for (const char* name : {"allgather", "allreduce", "sparse_allreduce"})
+      CHECK(same.collective_s(name, 100000, p, 0.01) == m.collective_s(name, 100000, p, 0.01));
+  CHECK(omgs::AlphaBetaModel::requires_line("allgather"));
+  CHECK_FALSE(omgs::AlphaBetaModel::requires_line("allreduce"));
+  lines.erase("allgather");
+  CHECK_THROWS_WITH(omgs::AlphaBetaModel::from_lines(omgs::TopkForm::linear, 0, 0, lines),
+                    Catch::Contains("allgather table is empty"));
+  lines = m.lines();
+  lines["no_such_line"] = lines["allgather"];
+  CHECK_THROWS_WITH(omgs::AlphaBetaModel::from_lines(omgs::TopkForm::linear, 0, 0, lines),
+                    Catch::Contains("no collective named \"no_such_line\""));
 }

@@ -300,3 +300,31 @@ TEST_CASE("closed loop: the refit fits the sparse allreduce's line when the plan
   CHECK(rt.perf_model().sparse_allreduce_s(100000, P, opt.density) > 0.0);
   CHECK(same_everywhere(rt.last_refit().model));
 }
+
+TEST_CASE("closed loop: a line the plan has no group of keeps its given costs after a refit",
+          "[runtime][closed-loop]") {
+  // The allgather given as a formula only, and no allgather group in the plan: the refit
+  // once replaced it by zeros at P (an allgather predicted free).
+  const std::string perf = omgs_test::write_on_rank0(
+      "omgs_test_loop_formula_only.json",
+      R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 1e-5, "c1_s": 1e-9},
+          "allgather": [], "allgather_formula": {"alpha_s": 2e-5, "beta_s_per_byte": 1e-9},
+          "allreduce_formula": {"alpha_s": 3e-5, "beta_s_per_byte": 1e-9}})");
+  omgs::RuntimeOptions opt;
+  opt.density = 0.01;
+  opt.perf_model = perf;
+  opt.sparse_exchange = omgs::SparseExchange::allreduce;
+  opt.refit_iterations = 2;
+  opt.max_replans = 0;
+  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  const int P = omgs_test::world_size();
+  const double before = rt.perf_model().allgather_s(100000, P, opt.density);
+  for (const omgs::Group& g : rt.plan().groups) REQUIRE(g.collective != omgs::Collective::sparse);
+  std::mt19937 rng(5);
+  int refits = 0;
+  for (int it = 0; it < 4; ++it) refits += run_iteration(rt, rng).refitted;
+  REQUIRE(refits == 1);
+  CHECK(before > 0.0);
+  CHECK(rt.perf_model().allgather_s(100000, P, opt.density) == before);
+  CHECK(rt.perf_model().knows_sparse_allreduce(P));  // fitted: the plan has its groups
+}
