@@ -109,6 +109,13 @@ typedef struct omgs_options {
    * aggregated one through omgs_aggregated16 (rounded to the type; omgs_aggregated keeps the
    * fp32 one). The residual and accumulation stay fp32. Every rank must agree. */
   const char* gradient_type;
+  /* The collectives the plans may give a group, by name, comma-separated (e.g.
+   * "sparse,sparse_allreduce,dense"; docs/planner.md, "The table of collectives"); NULL or
+   * "": the set sparse_exchange names. OMGS_COLLECTIVES wins. Every rank must agree. */
+  const char* collectives;
+  /* Bytes per rank one group's exchange may allocate; 0 (default): no limit. The choosing
+   * planners give no group a collective that needs more. OMGS_MEMORY_BUDGET wins. */
+  uint64_t memory_budget_bytes;
 } omgs_options;
 
 typedef struct omgs_iteration_stats {

@@ -87,6 +87,12 @@ class CollectiveSet {
  private:
   std::bitset<256> bits_;  // one bit per value of Collective (std::uint8_t)
 };
+/// Comma-separated names of the table's rows ("sparse,sparse_allreduce,dense"; spaces around
+/// a name ignored), as RuntimeOptions::collectives is written in OMGS_COLLECTIVES, the C API
+/// and the tools. "" is the empty set. Throws omgs::Error naming an unknown or empty name.
+OMGS_EXPORT CollectiveSet parse_collective_set(std::string_view list);
+/// The names of the set's collectives in id order, comma-separated ("" for the empty set).
+OMGS_EXPORT std::string to_string(const CollectiveSet& set);
 
 /// A merged group: the consecutive layers [begin, end) in forward indices. Backward
 /// produces layer end-1 first, so the group is complete when layer `begin` is ready.

@@ -44,6 +44,11 @@ template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
 void to_c(const char*& c, E e) {
   c = omgs::to_string(e).data();  // a string literal: NUL-terminated, never freed
 }
+// Only the default, empty, set is ever converted (omgs_options_init): NULL.
+void to_c(const char*& c, const omgs::CollectiveSet& s) {
+  if (!s.empty()) throw omgs::Error("omgs: internal: a non-empty collective set to C");
+  c = nullptr;
+}
 // The C string points into `v`, which must outlive it; an empty string is NULL.
 void to_c(const char*& c, const std::string& v) {
   c = v.empty() ? nullptr : v.c_str();
@@ -74,6 +79,9 @@ void from_c(omgs::GradientType& t, const char* c) {
 }
 void from_c(omgs::DenseAllreduce& d, const char* c) {
   if (c != nullptr) d = omgs::parse_dense_allreduce(c);
+}
+void from_c(omgs::CollectiveSet& s, const char* c) {
+  if (c != nullptr) s = omgs::parse_collective_set(c);
 }
 void from_c(std::string& v, const char* c) {
   if (c != nullptr) v = c;
@@ -114,7 +122,9 @@ constexpr auto option_fields = std::make_tuple(
     field(&omgs_options::clip_norm, &RuntimeOptions::clip_norm),
     field(&omgs_options::pair_wire, &RuntimeOptions::pair_wire),
     field(&omgs_options::dense_allreduce, &RuntimeOptions::dense_allreduce),
-    field(&omgs_options::gradient_type, &RuntimeOptions::gradient_type));
+    field(&omgs_options::gradient_type, &RuntimeOptions::gradient_type),
+    field(&omgs_options::collectives, &RuntimeOptions::collectives),
+    field(&omgs_options::memory_budget_bytes, &RuntimeOptions::memory_budget_bytes));
 
 constexpr auto stats_fields = std::make_tuple(
     field(&omgs_iteration_stats::status, &IterationStats::status),

@@ -110,6 +110,17 @@ std::optional<std::uint64_t> read_memory_budget() {
   }
 }
 
+/// OMGS_COLLECTIVES: the names of the table's rows, comma-separated (parse_collective_set).
+std::optional<CollectiveSet> read_collectives() {
+  const char* v = env_value("OMGS_COLLECTIVES");
+  if (v == nullptr) return std::nullopt;
+  try {
+    return parse_collective_set(v);
+  } catch (const Error& e) {
+    throw Error(std::string("omgs: OMGS_COLLECTIVES='") + v + "': " + e.what());
+  }
+}
+
 }  // namespace
 
 const char* env_value(const char* name) noexcept {
@@ -140,6 +151,7 @@ RuntimeEnvironment read_runtime_environment() {
   env.pair_wire = read_pair_wire();
   env.dense_allreduce = read_dense_allreduce();
   env.memory_budget_bytes = read_memory_budget();
+  env.collectives = read_collectives();
   return env;
 }
 

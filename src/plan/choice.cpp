@@ -26,6 +26,32 @@ Collective parse_collective(std::string_view name) {
   throw Error("omgs: unknown collective '" + std::string(name) + "' (expected " + known + ")");
 }
 
+CollectiveSet parse_collective_set(std::string_view list) {
+  CollectiveSet set;
+  if (list.find_first_not_of(" ") == std::string_view::npos) return set;
+  for (std::size_t start = 0; start <= list.size();) {
+    std::size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    std::string_view name = list.substr(start, end - start);
+    const std::size_t first = name.find_first_not_of(' ');
+    name = first == std::string_view::npos
+               ? std::string_view()
+               : name.substr(first, name.find_last_not_of(' ') - first + 1);
+    if (name.empty())
+      throw Error("omgs: the collectives '" + std::string(list) + "' have an empty name");
+    set.insert(parse_collective(name));
+    start = end + 1;
+  }
+  return set;
+}
+
+std::string to_string(const CollectiveSet& set) {
+  std::string out;
+  for (const detail::CollectiveRow& r : detail::collective_rows())
+    if (set.contains(r.id)) out += (out.empty() ? "" : ",") + r.name;
+  return out;
+}
+
 CollectiveSet allowed_collectives(const PlanConfig& config) {
   if (!config.collectives.empty()) return config.collectives;
   switch (config.sparse_exchange) {

@@ -60,6 +60,7 @@ void apply_environment(RuntimeOptions& o) {
   apply_if_set(o.sparse_exchange, env.sparse_exchange);
   apply_if_set(o.dense_allreduce, env.dense_allreduce);
   apply_if_set(o.memory_budget_bytes, env.memory_budget_bytes);
+  apply_if_set(o.collectives, env.collectives);
   if (env.abort_on_timeout)
     o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
   if (env.pair_wire) o.pair_wire = parse_pair_wire(*env.pair_wire);

@@ -154,6 +154,32 @@ int main(int argc, char** argv) {
   iterate(rt, layers, rank, size, 0);
   omgs_destroy(rt);
 
+  /* The collectives by name (they win over sparse_exchange): an unknown name fails every
+   * rank; ranks that allow different sets, or give different memory budgets, are refused on
+   * every rank naming the option; the sparse allreduce allowed by name is calibrated. */
+  EXPECT(opt.collectives == NULL && opt.memory_budget_bytes == 0);
+  opt.sparse_exchange = "allgather";
+  opt.collectives = rank == 0 ? "sparse,bogus" : "sparse,dense";
+  EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_ERROR_SETUP);
+  EXPECT(rank != 0 || strstr(omgs_last_error(NULL), "unknown collective 'bogus'") != NULL);
+  if (size > 1) {
+    opt.collectives = rank == 0 ? "sparse,dense" : "sparse_allreduce,dense";
+    EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_ERROR_SETUP);
+    EXPECT(strstr(omgs_last_error(NULL), "option collectives") != NULL);
+    opt.collectives = "sparse,dense";
+    opt.memory_budget_bytes = rank == 0 ? 4096 : 0;
+    EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_ERROR_SETUP);
+    EXPECT(strstr(omgs_last_error(NULL), "option memory_budget_bytes") != NULL);
+  }
+  opt.collectives = " sparse_allreduce , dense";
+  opt.memory_budget_bytes = (uint64_t)1 << 30;
+  EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_OK);
+  EXPECT(omgs_model_line(rt, "sparse_allreduce", &alpha, &beta) == OMGS_OK && alpha >= 0);
+  iterate(rt, layers, rank, size, 0);
+  omgs_destroy(rt);
+  opt.collectives = NULL;
+  opt.memory_budget_bytes = 0;
+
   /* The dense groups' allreduce form: automatic by default; a bad name is refused on every
    * rank; forced blocking (this test has MPI_THREAD_MULTIPLE) gives the mean as well. */
   EXPECT(strcmp(opt.dense_allreduce, "automatic") == 0);

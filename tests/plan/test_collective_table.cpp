@@ -208,6 +208,23 @@ TEST_CASE("collective table: the registry, names and the allowed sets", "[plan][
   CHECK(c.collectives.empty());
 }
 
+TEST_CASE("collective table: a set of collectives by name, and back", "[plan][table]") {
+  using omgs::CollectiveSet;
+  CHECK(omgs::parse_collective_set("") == CollectiveSet{});
+  CHECK(omgs::parse_collective_set("  ") == CollectiveSet{});
+  const CollectiveSet three = omgs::parse_collective_set(" dense ,sparse_allreduce,sparse");
+  CHECK(three ==
+        CollectiveSet{Collective::sparse, Collective::dense, Collective::sparse_allreduce});
+  CHECK(omgs::to_string(three) == "sparse,dense,sparse_allreduce");  // id order
+  CHECK(omgs::parse_collective_set(omgs::to_string(three)) == three);
+  CHECK(omgs::to_string(CollectiveSet{}).empty());
+  CHECK(omgs::parse_collective_set("dense,dense") == CollectiveSet{Collective::dense});
+  CHECK_THROWS_WITH(omgs::parse_collective_set("sparse,alltoall"),
+                    Catch::Contains("unknown collective 'alltoall'"));
+  CHECK_THROWS_WITH(omgs::parse_collective_set("sparse,"), Catch::Contains("an empty name"));
+  CHECK_THROWS_WITH(omgs::parse_collective_set(",dense"), Catch::Contains("an empty name"));
+}
+
 TEST_CASE("collective table: the all-sparse planners take the allowed row with a top-k",
           "[plan][table]") {
   const omgs::AlphaBetaModel m = table_model();

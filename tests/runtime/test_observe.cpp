@@ -267,7 +267,8 @@ TEST_CASE("bad OMGS_* environment values on one rank fail every rank with their 
                         {"OMGS_MAX_REPLANS", "two", "OMGS_MAX_REPLANS='two'"},
                         {"OMGS_REPLAN_MIN_GAIN", "-0.1", "OMGS_REPLAN_MIN_GAIN='-0.1'"},
                         {"OMGS_SPARSE_EXCHANGE", "sparse", "OMGS_SPARSE_EXCHANGE='sparse'"},
-                        {"OMGS_DENSE_ALLREDUCE", "sometimes", "OMGS_DENSE_ALLREDUCE='sometimes'"}};
+                        {"OMGS_DENSE_ALLREDUCE", "sometimes", "OMGS_DENSE_ALLREDUCE='sometimes'"},
+                        {"OMGS_COLLECTIVES", "sparse,,dense", "OMGS_COLLECTIVES='sparse,,dense'"}};
   for (const Case& c : cases) {
     INFO(c.var << "=" << c.value);
     EnvGuard env(c.var, c.value, last);
@@ -314,6 +315,7 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
   EnvGuard exchange("OMGS_SPARSE_EXCHANGE", "automatic", true);
   EnvGuard dense("OMGS_DENSE_ALLREDUCE", "blocking", true);
   EnvGuard budget("OMGS_MEMORY_BUDGET", "2GiB", true);
+  EnvGuard collectives("OMGS_COLLECTIVES", "sparse_allreduce,dense", true);
   const omgs::detail::RuntimeEnvironment env = read_runtime_environment();
   CHECK(*env.dense_allreduce == omgs::DenseAllreduce::blocking);
   CHECK(env.progress_pin->policy == omgs::PinPolicy::pu);
@@ -328,6 +330,8 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
   CHECK(*env.abort_on_timeout);
   CHECK(*env.sparse_exchange == omgs::SparseExchange::automatic);
   CHECK(*env.memory_budget_bytes == std::uint64_t{2} << 30);
+  CHECK(*env.collectives ==
+        omgs::CollectiveSet{omgs::Collective::sparse_allreduce, omgs::Collective::dense});
   // The first bad value in the order of the fields is named.
   EnvGuard bad_count("OMGS_MAX_REPLANS", "1000001", true);
   EnvGuard bad_action("OMGS_ON_TIMEOUT", "later", true);
