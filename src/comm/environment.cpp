@@ -112,6 +112,10 @@ std::optional<std::uint64_t> read_memory_budget() {
 
 }  // namespace
 
+std::optional<int> read_ranks_per_node() {
+  return read_count("OMGS_RANKS_PER_NODE");
+}
+
 const char* env_value(const char* name) noexcept {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : nullptr;
@@ -140,6 +144,7 @@ RuntimeEnvironment read_runtime_environment() {
   env.pair_wire = read_pair_wire();
   env.dense_allreduce = read_dense_allreduce();
   env.memory_budget_bytes = read_memory_budget();
+  env.ranks_per_node = read_ranks_per_node();
   return env;
 }
 

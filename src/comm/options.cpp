@@ -93,6 +93,8 @@ const char* to_string(WireKind kind) {
       return "allreduce_sum";
     case WireKind::sparse_allreduce:
       return "sparse_allreduce";
+    case WireKind::allreduce_node:
+      return "allreduce_node";
   }
   return "registered";  // a kind registered beside the built-in ones (register_wire)
 }

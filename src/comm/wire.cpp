@@ -17,6 +17,7 @@ struct WireRegistry {
     factories[static_cast<int>(WireKind::allgather_pairs)] = allgatherv_pairs_wire;
     factories[static_cast<int>(WireKind::allreduce_sum)] = allreduce_sum_wire;
     factories[static_cast<int>(WireKind::sparse_allreduce)] = sparse_allreduce_wire;
+    factories[static_cast<int>(WireKind::allreduce_node)] = allreduce_node_wire;
   }
 };
 
