@@ -105,6 +105,9 @@ enum class WireKind : int {
   allgather_pairs = 0,   ///< send, recv, k: MPI_Iallgatherv of every rank's pairs
   allreduce_sum = 1,     ///< dense_send, dense_recv, dense_numel, blocking_allreduce
   sparse_allreduce = 2,  ///< send, recv, k, sparse_numel, dropped, pair_wire
+  /// dense_send, dense_recv, dense_numel: the sum in two levels (reduce-scatter inside the
+  /// node, allreduce of the shard across nodes on the rail, allgather inside the node)
+  allreduce_node = 3,
 };
 /// The name its wire was registered with (e.g. "allgather_pairs"), or "unregistered".
 OMGS_EXPORT const char* to_string(WireKind kind);
@@ -178,6 +181,12 @@ struct ProgressOptions {
   /// How long the destructor lets in-flight collectives finish before giving up, seconds
   /// (the same default as RuntimeOptions::shutdown_timeout_s).
   double shutdown_timeout_s = 5.0;
+  /// Ranks per node for the two-level wires (WireKind::allreduce_node): 0 finds the node
+  /// with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED); G > 0 makes node = rank / G of the
+  /// communicator, so that one machine emulates several nodes. Every rank must give the same
+  /// value, and G must divide the ranks; else the engine throws omgs::Error on every rank.
+  /// OMGS_RANKS_PER_NODE wins (read_environment).
+  int ranks_per_node = 0;
 };
 
 enum class SubmitStatus {
@@ -252,6 +261,11 @@ struct ProgressStats {
   bool staging = false;  ///< device buffers staged through host mirrors
   bool variable_counts = false;
   int ranks = 0;
+  /// The node shape the two-level wires use: ranks per node and nodes (ranks_per_node * nodes
+  /// == ranks when the nodes are of equal size; else nodes_equal is false).
+  int ranks_per_node = 1;
+  int nodes = 1;
+  bool nodes_equal = true;
   /// Collectives posted: one per group exchange (MPI_Iallgatherv for a sparse group,
   /// MPI_Iallreduce for a dense one, the start of a sparse allreduce), plus the count
   /// MPI_Iallgather before each sparse group's pairs in variable-count mode (dense groups exchange

@@ -62,8 +62,13 @@ enum class Collective : std::uint8_t {
   /// error-feedback top-k, then the sparse allreduce (detail::SparseAllreduce, docs/comm.md):
   /// regions reduced point to point, a global top-k of the sums, survivors allgathered
   sparse_allreduce,
+  /// the dense allreduce in two levels (docs/comm.md, "Two levels"): reduce-scatter inside the
+  /// node, allreduce of the shard across nodes, allgather inside the node. Opt-in (only in
+  /// PlanConfig::collectives), timed by the model's "allreduce_node" line
+  allreduce_node,
 };
-/// The collective's name in its row ("sparse", "dense", "sparse_allreduce", or a registered
+/// The collective's name in its row ("sparse", "dense", "sparse_allreduce", "allreduce_node",
+/// or a registered
 /// one's); "unknown" for an id no row has.
 OMGS_EXPORT std::string_view to_string(Collective collective);
 /// The collective of that name; throws omgs::Error naming the value and the known names.

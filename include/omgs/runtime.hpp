@@ -81,6 +81,11 @@ struct RuntimeOptions {
   /// (docs/planner.md, "The table of collectives"). Every rank must give the same.
   /// OMGS_MEMORY_BUDGET wins (a byte count: 4096, 512MiB, 2GiB, 1.5GB).
   std::uint64_t memory_budget_bytes = 0;
+  /// Ranks per node for the two-level collectives (Collective::allreduce_node;
+  /// ProgressOptions::ranks_per_node): 0, the default, finds the node by shared memory
+  /// (MPI_Comm_split_type); G > 0 makes node = rank / G, so that one machine emulates nodes.
+  /// Every rank must give the same; G must divide the ranks. OMGS_RANKS_PER_NODE wins.
+  int ranks_per_node = 0;
   /// How the dense groups are allreduced (docs/comm.md, "The dense allreduce's form"):
   /// automatic (a short measurement at construction picks the faster of MPI_Iallreduce and
   /// a blocking MPI_Allreduce by the progress thread; the same on every rank), nonblocking,
@@ -93,7 +98,7 @@ struct RuntimeOptions {
   /// Honour the OMGS_* environment variables (they win over these options):
   /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT,
   /// OMGS_SHUTDOWN_TIMEOUT_S, OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS, OMGS_REPLAN_MIN_GAIN,
-  /// OMGS_SPARSE_EXCHANGE, OMGS_DENSE_ALLREDUCE, OMGS_MEMORY_BUDGET.
+  /// OMGS_SPARSE_EXCHANGE, OMGS_DENSE_ALLREDUCE, OMGS_MEMORY_BUDGET, OMGS_RANKS_PER_NODE.
   bool read_environment = true;
   /// The watchdog: finish() waits this long for a group, then asks every rank how far it
   /// got and reports which ranks have not posted the group (see on_timeout). It also bounds

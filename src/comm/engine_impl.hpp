@@ -21,6 +21,7 @@
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
 #include "comm/layout.hpp"
+#include "comm/node_comms.hpp"
 #include "comm/pinning.hpp"
 #include "comm/watchdog.hpp"
 #include "comm/wire.hpp"
@@ -166,6 +167,8 @@ class EngineImpl {
   // MPI requires the same collective order on a communicator; per communicator both
   // streams are in plan order.
   OwnedComm comm_, count_comm_;
+  // The node and rail communicators of the two-level wires (made once; every wire shares them).
+  NodeComms node_comms_;
   // The watchdog's point-to-point queries and replies, apart from the collectives.
   Watchdog watchdog_;
   PairType pair_type_;

@@ -195,6 +195,9 @@ ProgressStats EngineImpl::stats() const {
   out.staging = staging_;
   out.variable_counts = options_.variable_counts;
   out.ranks = ranks_;
+  out.ranks_per_node = node_comms_.ranks_per_node();
+  out.nodes = node_comms_.nodes();
+  out.nodes_equal = node_comms_.unequal().empty();
   out.collectives_posted = collectives_posted_.load(std::memory_order_relaxed);
   out.groups_completed = groups_completed_.load(std::memory_order_relaxed);
   out.mpi_errors = mpi_errors_.load(std::memory_order_relaxed);

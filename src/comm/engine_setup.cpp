@@ -56,13 +56,14 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
     : options_(configure(user_comm, std::move(options))),
       comm_(user_comm, /*errors_return=*/true),
       count_comm_(user_comm, /*errors_return=*/true),
+      node_comms_(comm_.get(), options_.ranks_per_node),
       watchdog_(user_comm) {
   ranks_ = comm_.size();
   rank_ = comm_.rank();
   // Local validation; the verdict is agreed on collectively so that every rank throws.
   const std::string verdict = validate_groups(groups);  // sets groups_: before the call
   agree_on_groups(verdict, groups_.get(), num_groups_, who, comm_.get());
-  wire_ctx_ = {comm_.get(), pair_type_.get()};
+  wire_ctx_ = {comm_.get(), pair_type_.get(), &node_comms_};
   init_groups(groups_.get(), num_groups_, staging_);
   init_driver_state();
   start_progress(node_ranks());
@@ -111,8 +112,10 @@ ProgressOptions EngineImpl::configure(MPI_Comm user_comm, ProgressOptions option
   require_mpi_active(who);
   if (user_comm == MPI_COMM_NULL)
     throw Error(std::string(who) + ": the communicator is MPI_COMM_NULL");
-  if (options.read_environment)
+  if (options.read_environment) {
     apply_progress_environment(options.pin, options.gpu_aware, pin_what_);
+    apply_if_set(options.ranks_per_node, read_ranks_per_node());
+  }
   MPI_Query_thread(&thread_level_);
   mode_ = (thread_level_ >= MPI_THREAD_SERIALIZED && !options.force_inline) ? ProgressMode::thread
                                                                             : ProgressMode::inline_;
@@ -162,6 +165,7 @@ std::string EngineImpl::make_group_set(const std::vector<GroupBuffers>& groups,
   bool host_only = false;
   WireSetup setup;
   setup.ranks = ranks_;
+  setup.unequal_nodes = node_comms_.unequal();
   if (mode_ != ProgressMode::thread)
     setup.inline_reason =
         options_.force_inline ? "options.force_inline" : thread_level_name(thread_level_);

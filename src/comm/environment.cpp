@@ -123,6 +123,10 @@ std::optional<CollectiveSet> read_collectives() {
 
 }  // namespace
 
+std::optional<int> read_ranks_per_node() {
+  return read_count("OMGS_RANKS_PER_NODE");
+}
+
 const char* env_value(const char* name) noexcept {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : nullptr;
@@ -152,6 +156,7 @@ RuntimeEnvironment read_runtime_environment() {
   env.dense_allreduce = read_dense_allreduce();
   env.memory_budget_bytes = read_memory_budget();
   env.collectives = read_collectives();
+  env.ranks_per_node = read_ranks_per_node();
   return env;
 }
 

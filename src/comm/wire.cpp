@@ -25,6 +25,7 @@ struct WireRegistry {
     add(WireKind::allgather_pairs, allgatherv_pairs_wire, "allgather_pairs");
     add(WireKind::allreduce_sum, allreduce_sum_wire, "allreduce_sum");
     add(WireKind::sparse_allreduce, sparse_allreduce_wire, "sparse_allreduce");
+    add(WireKind::allreduce_node, allreduce_node_wire, "allreduce_node");
   }
   void add(WireKind kind, WireFactory factory, std::string name) {
     if (name.empty()) name = "wire " + std::to_string(static_cast<int>(kind));

@@ -20,11 +20,14 @@
 namespace omgs::detail {
 
 struct GroupState;
+class NodeComms;
 
 /// What every wire posts on: the engine's data communicator and pair datatype.
 struct WireContext {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Datatype pair_type = MPI_DATATYPE_NULL;
+  /// The node and rail communicators of the two-level wires, and the order of their steps.
+  NodeComms* node = nullptr;
 };
 
 /// What a wire's check() may depend on beside its buffers.
@@ -32,6 +35,8 @@ struct WireSetup {
   int ranks = 1;
   /// Empty with a progress thread; else why the driver runs inline (e.g. "options.force_inline").
   std::string inline_reason;
+  /// "" when the nodes are of equal size (NodeComms::unequal): a two-level wire refuses others.
+  std::string unequal_nodes;
 };
 
 class Wire {
@@ -104,6 +109,11 @@ OMGS_EXPORT std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b);
 /// The sparse allreduce of every rank's pairs (SparseAllreduce, phased): send, recv,
 /// dropped, k and sparse_numel of `b`.
 OMGS_EXPORT std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b);
+
+/// The floats of every rank summed on every rank in two levels (WireKind::allreduce_node,
+/// phased): reduce-scatter inside the node, allreduce of the shard on the rail, allgather
+/// inside the node; the dense_* buffers of `b`.
+OMGS_EXPORT std::unique_ptr<Wire> allreduce_node_wire(const GroupBuffers& b);
 
 /// Makes the wire of a GroupBuffers of its kind; throws omgs::Error where the buffers'
 /// fields contradict the kind (stray_fields).

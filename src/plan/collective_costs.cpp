@@ -103,6 +103,11 @@ struct Registry {
                          ", or both \"allgather_formula\" and \"allreduce_formula\" to derive "
                          "it from",
                      nullptr});
+    // The two-level allreduce: one line of the whole exchange, on the flat allreduce's bytes
+    // (docs/planner.md: the model carries no node shape, so the node's links and the fabric
+    // are not separate terms; a table per P measured on the run's shape carries both).
+    kinds.push_back({"allreduce_node", allreduce_table_bytes, allreduce_formula_bytes,
+                     "two-level dense allreduce", give("allreduce_node"), nullptr});
   }
 };
 

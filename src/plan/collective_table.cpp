@@ -84,11 +84,27 @@ CollectiveRow sparse_allreduce_row() {
   return r;
 }
 
+// The dense allreduce in two levels (exchange_allreduce_node.cpp): the same buffers and
+// counts as the flat one, and its own line, "allreduce_node", which a model has only where
+// it was given (a model file or with_line): the row is never chosen by a model without it.
+CollectiveRow allreduce_node_row() {
+  CollectiveRow r = allreduce_row();
+  r.name = "allreduce_node";
+  r.line = "allreduce_node";
+  r.baseline = false;
+  r.time_s = [](const PerfModel& m, std::uint64_t n, int p, double d) {
+    return m.collective_s("allreduce_node", n, p, d);
+  };
+  r.known = [](const PerfModel& m, int p) { return m.knows_collective("allreduce_node", p); };
+  return r;
+}
+
 std::vector<CollectiveRow>& table() {
   static std::vector<CollectiveRow> rows = [] {
     std::vector<CollectiveRow> t;
     t.reserve(256);  // one per id: rows never move
-    for (CollectiveRow r : {allgather_row(), allreduce_row(), sparse_allreduce_row()}) {
+    for (CollectiveRow r :
+         {allgather_row(), allreduce_row(), sparse_allreduce_row(), allreduce_node_row()}) {
       r.id = static_cast<Collective>(t.size());
       t.push_back(std::move(r));
     }

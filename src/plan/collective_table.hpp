@@ -84,9 +84,10 @@ bool serves_groups(const std::vector<LayerSpec>& layers, const std::vector<Group
 void drop_unserved(std::vector<Plan>& candidates, const std::vector<LayerSpec>& layers,
                    const PlanConfig& config);
 
-/// Every row, indexed by id: the built-in ones (sparse, dense, sparse_allreduce), then the
-/// registered ones. Registration happens before planning (at start-up, or at the start of
-/// a test): the table is not locked, and reading it while a row is registered is a race.
+/// Every row, indexed by id: the built-in ones (sparse, dense, sparse_allreduce,
+/// allreduce_node), then the registered ones. Registration happens before planning (at
+/// start-up, or at the start of a test): the table is not locked, and reading it while a row
+/// is registered is a race.
 /// Rows never move (their references stay valid).
 OMGS_EXPORT const std::vector<CollectiveRow>& collective_rows();
 /// The row of `c`; throws omgs::Error for an id no row has.

@@ -15,18 +15,21 @@ namespace {
 
 class AllreduceExchange final : public GroupExchange {
  public:
-  using GroupExchange::GroupExchange;
+  /// `kind`: the flat MPI_Iallreduce (allreduce_sum) or the two-level wire (allreduce_node),
+  /// `name` the trace's word for it.
+  AllreduceExchange(GroupSlice slice, ExchangeContext& ctx, WireKind kind, const char* name)
+      : GroupExchange(std::move(slice), ctx), kind_(kind), name_(name) {}
 
   std::size_t k() const noexcept override { return 0; }
   const std::string& region() const override { return OMGS_LABEL("omgs::dense"); }
-  const char* name() const noexcept override { return "allreduce"; }
+  const char* name() const noexcept override { return name_; }
   GroupBuffers wire() const override {
     GroupBuffers b;
-    b.kind = WireKind::allreduce_sum;
+    b.kind = kind_;
     b.dense_send = flat().grad.data() + slice_.offset;
     b.dense_recv = flat().agg.data() + slice_.offset;
     b.dense_numel = slice_.numel;
-    b.blocking_allreduce = ctx_.blocking_allreduce;
+    b.blocking_allreduce = kind_ == WireKind::allreduce_sum && ctx_.blocking_allreduce;
     return b;
   }
   std::size_t bytes_sent() const noexcept override { return slice_.numel * sizeof(float); }
@@ -63,7 +66,7 @@ class AllreduceExchange final : public GroupExchange {
     st.failed_group = static_cast<int>(slice_.g);
     if (w != WaitStatus::ok) {
       st.status = Status::comm_failed;
-      r.error = "omgs: finish(): the allreduce of dense " + slice_.label + " " +
+      r.error = std::string("omgs: finish(): the ") + name_ + " of dense " + slice_.label + " " +
                 collective_failure(w) + "; this rank's gradient was kept in its residual";
       return;
     }
@@ -72,6 +75,10 @@ class AllreduceExchange final : public GroupExchange {
               " non-finite values (this rank's gradient has " + std::to_string(own_bad) +
               "); the step is skipped for it on every rank";
   }
+
+ private:
+  WireKind kind_;
+  const char* name_;
 };
 
 }  // namespace
@@ -83,7 +90,13 @@ std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_
 }
 
 std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice, ExchangeContext& ctx) {
-  return std::make_unique<AllreduceExchange>(std::move(slice), ctx);
+  return std::make_unique<AllreduceExchange>(std::move(slice), ctx, WireKind::allreduce_sum,
+                                             "allreduce");
+}
+
+std::unique_ptr<GroupExchange> make_dense_exchange(GroupSlice slice, ExchangeContext& ctx,
+                                                   WireKind kind, const char* name) {
+  return std::make_unique<AllreduceExchange>(std::move(slice), ctx, kind, name);
 }
 
 }  // namespace omgs::detail

@@ -31,6 +31,13 @@ struct ExchangeRegistry {
         }};
     entries[static_cast<int>(Collective::sparse_allreduce)] = {make_sparse_allreduce_exchange,
                                                                sparse_allreduce_footprint};
+    entries[static_cast<int>(Collective::allreduce_node)] = {
+        [](GroupSlice slice, double /*density*/, ExchangeContext& ctx) {
+          return make_allreduce_node_exchange(std::move(slice), ctx);
+        },
+        [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, PairWire /*wire*/) {
+          return allreduce_footprint(n, k, ranks);
+        }};
   }
 };
 

@@ -156,6 +156,15 @@ OMGS_EXPORT std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice sl
                                                                    ExchangeContext& ctx);
 OMGS_EXPORT std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice,
                                                                    ExchangeContext& ctx);
+/// A dense exchange (the gradient as is, summed, averaged; non-finite sums fail the group on
+/// every rank, the rank's gradient back to its residual) on the wire `kind` names (a dense
+/// kind: allreduce_sum or allreduce_node), `name` its word in the trace and the messages.
+std::unique_ptr<GroupExchange> make_dense_exchange(GroupSlice slice, ExchangeContext& ctx,
+                                                   WireKind kind, const char* name);
+/// The dense exchange whose wire is the two-level allreduce (Collective::allreduce_node,
+/// WireKind::allreduce_node): the flat one's prepare and complete, another wire.
+OMGS_EXPORT std::unique_ptr<GroupExchange> make_allreduce_node_exchange(GroupSlice slice,
+                                                                        ExchangeContext& ctx);
 OMGS_EXPORT std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice,
                                                                           double density,
                                                                           ExchangeContext& ctx);

@@ -114,6 +114,7 @@ void RuntimeImpl::start_engine(PlanInstance& p) const {
   po.gpu_aware = options.gpu_aware;
   po.wait_timeout_s = options.wait_timeout_s;
   po.shutdown_timeout_s = options.shutdown_timeout_s;
+  po.ranks_per_node = options.ranks_per_node;
   po.read_environment = false;  // the runtime applied (and checked) the environment
   // The host back-end's threads (OpenMP) per rank: the pin and the oversubscription
   // warning count them (docs/openmp.md).

@@ -61,6 +61,7 @@ void apply_environment(RuntimeOptions& o) {
   apply_if_set(o.dense_allreduce, env.dense_allreduce);
   apply_if_set(o.memory_budget_bytes, env.memory_budget_bytes);
   apply_if_set(o.collectives, env.collectives);
+  apply_if_set(o.ranks_per_node, env.ranks_per_node);
   if (env.abort_on_timeout)
     o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
   if (env.pair_wire) o.pair_wire = parse_pair_wire(*env.pair_wire);
@@ -90,7 +91,8 @@ constexpr const char* agreed_option_names[] = {
     "dense_allreduce",
     "gradient_type",
     "collectives",
-    "memory_budget_bytes"};
+    "memory_budget_bytes",
+    "ranks_per_node"};
 
 /// Before the communicator is duplicated: MPI and Kokkos usable, the communicator valid.
 MPI_Comm checked_comm(MPI_Comm comm) {
@@ -287,7 +289,8 @@ void RuntimeImpl::check_agreement() {
                                            static_cast<std::uint64_t>(options.dense_allreduce),
                                            static_cast<std::uint64_t>(options.gradient_type),
                                            allowed,
-                                           options.memory_budget_bytes};
+                                           options.memory_budget_bytes,
+                                           static_cast<std::uint64_t>(options.ranks_per_node)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])

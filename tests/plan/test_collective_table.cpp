@@ -404,3 +404,46 @@ TEST_CASE("collective table: a row with a line is timed by the model's line of t
   CHECK(std::string(line) == "p2p_pairs");
   CHECK(x == 3.0 * 10.0 * 8.0);
 }
+
+TEST_CASE("collective table: the two-level allreduce row is opt-in and timed by its own line",
+          "[plan][table]") {
+  const auto& row = collective_row(Collective::allreduce_node);
+  CHECK(row.name == "allreduce_node");
+  CHECK(row.line == "allreduce_node");
+  CHECK((!row.sparsifies && !row.baseline));
+  const std::uint64_t n = 10000;
+  // Its bytes and memory are the flat allreduce's (the same buffers, 4-byte elements).
+  CHECK(row.wire_bytes(n, 4, 0.01) == 60000.0);
+  CHECK(row.memory_bytes(n, 4, 0.01) == 8.0 * 10000);
+  CHECK(row.max_mpi_count(n, 4, 0.01) == 10000);
+  // A model without the line does not know it; with a table or a formula it is alpha + beta
+  // times the flat allreduce's bytes (n floats for a table, 2 (P-1)/P of them for a formula).
+  omgs::AlphaBetaModel m = table_model();
+  CHECK_FALSE(row.known(m, 4));
+  CHECK_THROWS_WITH(row.time_s(m, n, 4, 0.01), Catch::Contains("\"allreduce_node\""));
+  omgs::CollectiveCosts node;
+  node.table[4] = {1e-5, 5e-10};
+  m = m.with_line("allreduce_node", node);
+  CHECK(row.known(m, 4));
+  CHECK_FALSE(row.known(m, 8));
+  CHECK(row.time_s(m, n, 4, 0.01) == Approx(1e-5 + 5e-10 * 4 * 10000).epsilon(1e-14));
+  node.table.clear();
+  node.has_formula = true;
+  node.formula.alpha_s = 2e-5;
+  node.formula.beta_s_per_byte = 1e-9;
+  m = m.with_line("allreduce_node", node);
+  CHECK(row.known(m, 8));
+  CHECK(row.time_s(m, n, 8, 0.01) == Approx(2e-5 + 1e-9 * 2 * 7.0 / 8 * 4 * 10000).epsilon(1e-14));
+  // Opt-in: no default set allows it, an explicit set does (the runtime's test plans with it).
+  omgs::PlanConfig c;
+  c.workers = 8;
+  c.density = 0.01;
+  for (auto e : {omgs::SparseExchange::allgather, omgs::SparseExchange::allreduce,
+                 omgs::SparseExchange::automatic}) {
+    c.sparse_exchange = e;
+    CHECK_FALSE(omgs::allowed_collectives(c).contains(Collective::allreduce_node));
+  }
+  c.collectives = {Collective::sparse, Collective::dense, Collective::allreduce_node};
+  CHECK(omgs::allowed_collectives(c).contains(Collective::allreduce_node));
+  CHECK(omgs::parse_collective("allreduce_node") == Collective::allreduce_node);
+}

@@ -302,6 +302,7 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
     CHECK_FALSE(none.wait_timeout_s.has_value());
     CHECK_FALSE(none.abort_on_timeout.has_value());
     CHECK_FALSE(none.memory_budget_bytes.has_value());
+    CHECK_FALSE(none.ranks_per_node.has_value());
   }
   EnvGuard pin("OMGS_PROGRESS_CPU", "3", true);
   EnvGuard gpu("OMGS_GPU_AWARE_MPI", "no", true);
@@ -316,6 +317,7 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
   EnvGuard dense("OMGS_DENSE_ALLREDUCE", "blocking", true);
   EnvGuard budget("OMGS_MEMORY_BUDGET", "2GiB", true);
   EnvGuard collectives("OMGS_COLLECTIVES", "sparse_allreduce,dense", true);
+  EnvGuard rpn("OMGS_RANKS_PER_NODE", "4", true);
   const omgs::detail::RuntimeEnvironment env = read_runtime_environment();
   CHECK(*env.dense_allreduce == omgs::DenseAllreduce::blocking);
   CHECK(env.progress_pin->policy == omgs::PinPolicy::pu);
@@ -332,6 +334,8 @@ TEST_CASE("read_runtime_environment parses every OMGS_* variable the runtime hon
   CHECK(*env.memory_budget_bytes == std::uint64_t{2} << 30);
   CHECK(*env.collectives ==
         omgs::CollectiveSet{omgs::Collective::sparse_allreduce, omgs::Collective::dense});
+  CHECK(*env.ranks_per_node == 4);
+  CHECK(*omgs::detail::read_ranks_per_node() == 4);
   // The first bad value in the order of the fields is named.
   EnvGuard bad_count("OMGS_MAX_REPLANS", "1000001", true);
   EnvGuard bad_action("OMGS_ON_TIMEOUT", "later", true);
