@@ -140,6 +140,8 @@ RuntimeEnvironment read_runtime_environment() {
   env.pair_wire = read_pair_wire();
   env.dense_allreduce = read_dense_allreduce();
   env.memory_budget_bytes = read_memory_budget();
+  if (const char* v = env_value("OMGS_DENSE_WIRE"))
+    env.dense_wire = parse_dense_wire(v, "OMGS_DENSE_WIRE");
   return env;
 }
 

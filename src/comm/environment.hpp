@@ -35,6 +35,7 @@ struct RuntimeEnvironment {
   std::optional<std::string> pair_wire;           ///< OMGS_PAIR_WIRE: pairs8, fp32, bf16, fp16
   std::optional<DenseAllreduce> dense_allreduce;  ///< OMGS_DENSE_ALLREDUCE
   std::optional<std::uint64_t> memory_budget_bytes;  ///< OMGS_MEMORY_BUDGET: a byte count
+  std::optional<DenseWire> dense_wire;  ///< OMGS_DENSE_WIRE: automatic, fp32, bf16, fp16
 };
 
 /// Reads the variables in the order of RuntimeEnvironment's fields; throws omgs::Error

@@ -108,10 +108,14 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
     // format in force it is 8 / pair_bytes times that.
     const double pb = host_.wire_pair_bytes();
     const LinearFit ag = f.find("allgather")->fit;
+    // The dense groups' bytes per element stay those of the form in force (their line is
+    // kept, per byte: RuntimeOptions::dense_wire's 2 bytes for a 16-bit form).
+    const AlphaBetaModel* in_force = host_.model().as_alpha_beta();
     AlphaBetaModel refitted =
         AlphaBetaModel(TopkForm::linear, f.topk.c0, f.topk.c1,
                        CollectiveCosts{{{size, {ag.c0, ag.c1 * 8.0 / pb}}}, false, {}}, {})
-            .with_pair_bytes(pb);
+            .with_pair_bytes(pb)
+            .with_allreduce_element_bytes(in_force ? in_force->allreduce_element_bytes() : 4.0);
     // Every other line: fitted where the plan had groups of it, else as it was given.
     for (auto& [name, costs] : prior.kept) refitted = refitted.with_line(name, std::move(costs));
     for (const auto& [name, line] : f.lines)
