@@ -109,6 +109,11 @@ typedef struct omgs_options {
    * aggregated one through omgs_aggregated16 (rounded to the type; omgs_aggregated keeps the
    * fp32 one). The residual and accumulation stay fp32. Every rank must agree. */
   const char* gradient_type;
+  /* The dense groups' values on the wire: "automatic" (default; NULL keeps it: the gradient
+   * type's), "fp32", "bf16" or "fp16" (a 16-bit form keeps its rounding error in the
+   * residual; docs/api.md, "Dense groups in 16 bits"). OMGS_DENSE_WIRE wins. Every rank must
+   * agree. */
+  const char* dense_wire;
 } omgs_options;
 
 typedef struct omgs_iteration_stats {
