@@ -14,6 +14,8 @@
 #   WORKERS    the P list (default 2,4,...,4096)
 #   OUT        output directory (default docs)
 #   OMGS_JOBS  sweeps run at once (default nproc)
+#   DENSE_WIRE omgs' own dense groups: fp32 (default) or bf16 / fp16 (omgs-plan --dense-wire;
+#              the dense fp32 and bf16 baselines stay as they are)
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -23,6 +25,7 @@ case "$build" in /*) ;; *) build="$PWD/$build" ;; esac  # the sweeps run in a wo
 gpu="${GPU:-h100}"
 density="${DENSITY:-0.001}"
 workers="${WORKERS:-2,4,...,4096}"
+dense_wire="${DENSE_WIRE:-fp32}"
 out="${OUT:-$OMGS_ROOT/docs}"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 jobs="$(omgs_jobs)"
@@ -50,14 +53,14 @@ cp "$topk" "$work/topk.json"
 # budget; on GPT-2 XL it gives the default budget's (3e7) times within 0.3% at a quarter of
 # the time (docs/scale.md, "Reproducing"). automatic: each sparse group takes the faster of
 # the allgather and the sparse allreduce (issue 33).
-export PLAN="$plan" DENSITY_="$density" WORKERS_="$workers" OUT_="$out"
+export PLAN="$plan" DENSITY_="$density" WORKERS_="$workers" OUT_="$out" DENSE_WIRE_="$dense_wire"
 for m in "${models[@]}"; do
   for f in "${fabrics[@]}"; do
     echo "$m $f"
   done
 done | (cd "$work" && xargs -P "$jobs" -n 2 bash -c '
   "$PLAN" --model "models/$0.csv" --perf "perf/$1.json" --topk topk.json --density "$DENSITY_" \
-    --workers-sweep "$WORKERS_" --optimal-work 3000000 --choice-margin 0 --sparse-exchange automatic --format json \
+    --workers-sweep "$WORKERS_" --optimal-work 3000000 --choice-margin 0 --sparse-exchange automatic --dense-wire "$DENSE_WIRE_" --format json \
     --svg "$OUT_/scale/$0__$1.svg" > "json/$0__$1.json"')
 seconds="$SECONDS"
 omgs_log "${#models[@]} models x ${#fabrics[@]} fabrics swept in $seconds s ($jobs at a time; load $(cut -d ' ' -f 1 /proc/loadavg))"

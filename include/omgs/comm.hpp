@@ -96,6 +96,15 @@ OMGS_EXPORT std::string_view to_string(PairWire wire);
 /// "pairs8" | "fp32" | "bf16" | "fp16"; throws omgs::Error naming the value otherwise.
 OMGS_EXPORT PairWire parse_pair_wire(std::string_view name);
 
+/// How a dense group's values travel (docs/comm.md, "Dense groups in 16 bits"): fp32 (one
+/// MPI allreduce of floats), or bf16 / fp16 (WireKind::allreduce_mean16: each rank's values
+/// rounded to 16 bits, summed in fp32 by the owner of each shard, the mean rounded to 16
+/// bits once). `automatic` (RuntimeOptions::dense_wire only): the gradient type's.
+enum class DenseWire : std::uint8_t { automatic, fp32, bf16, fp16 };
+OMGS_EXPORT std::string_view to_string(DenseWire wire);
+/// "automatic" | "fp32" | "bf16" | "fp16"; throws omgs::Error naming `what` otherwise.
+OMGS_EXPORT DenseWire parse_dense_wire(std::string_view name, std::string_view what = "dense_wire");
+
 /// The collective a group's buffers are for: which wire the engine posts them with
 /// (src/comm/wire.cpp's registry), and which fields of GroupBuffers it reads. The fields of
 /// another kind must be left at their defaults: a group whose fields contradict its kind is
@@ -108,6 +117,10 @@ enum class WireKind : int {
   /// dense_send, dense_recv, dense_numel: the sum in two levels (reduce-scatter inside the
   /// node, allreduce of the shard across nodes on the rail, allgather inside the node)
   allreduce_node = 3,
+  /// dense16_send, dense16_recv, dense_numel, dense_wire (bf16 / fp16), blocking_allreduce:
+  /// the mean over the ranks in 16 bits (a reduce-scatter by MPI_Ialltoallv whose partial
+  /// sums are fp32, then MPI_Iallgatherv of the rounded means)
+  allreduce_mean16 = 4,
 };
 /// The name its wire was registered with (e.g. "allgather_pairs"), or "unregistered".
 OMGS_EXPORT const char* to_string(WireKind kind);
@@ -131,6 +144,22 @@ struct GroupBuffers {
   /// completes when it returns (RuntimeOptions::dense_allreduce), instead of posting an
   /// MPI_Iallreduce. Needs the progress thread (not inline mode).
   bool blocking_allreduce = false;
+  /// A 16-bit dense group (WireKind::allreduce_mean16; k == 0): dense_numel values of the
+  /// 16-bit type dense_wire names (their bits) from dense16_send; dense16_recv receives, on
+  /// every rank, each element's mean over the P ranks: the P values widened exactly to
+  /// fp32, summed in fp32 on the rank that owns the element's shard (n / P elements each),
+  /// divided by P and rounded once to the type (|error| <= 2^-8 (bf16) or 2^-11 (fp16) of
+  /// the mean's magnitude, plus (P + 1) 2^-24 of the mean of the |values|; docs/comm.md).
+  /// Runs on host buffers (device buffers are staged) on a communicator of its own.
+  const std::uint16_t* dense16_send = nullptr;  ///< dense_numel values (options.buffer_space)
+  std::uint16_t* dense16_recv = nullptr;        ///< dense_numel values: the means
+  DenseWire dense_wire = DenseWire::fp32;       ///< bf16 or fp16 for allreduce_mean16
+  /// Optional (nullptr: none), dense_numel floats: after each exchange the entries of this
+  /// rank's shard hold P x (the fp32 mean - the 16-bit mean), the rounding error of the mean
+  /// this rank computed (the runtime keeps it in its residual, so no mass is lost); the
+  /// other entries are never written. Rank r's shard: n / P elements starting at
+  /// r (n / P) + min(r, n % P), one more for r < n % P.
+  float* dense16_error = nullptr;
   /// A sparse-allreduce group (WireKind::sparse_allreduce): the group's sparse_numel elements,
   /// exchanged by omgs::detail::SparseAllreduce on a communicator of its own (several steps,
   /// driven by the progress thread beside the other groups' collectives). Each rank submits

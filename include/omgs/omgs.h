@@ -116,6 +116,15 @@ typedef struct omgs_options {
   /* Bytes per rank one group's exchange may allocate; 0 (default): no limit. The choosing
    * planners give no group a collective that needs more. OMGS_MEMORY_BUDGET wins. */
   uint64_t memory_budget_bytes;
+  /* The dense groups' values on the wire: "automatic" (default; NULL keeps it: the gradient
+   * type's), "fp32", "bf16" or "fp16" (a 16-bit form keeps its rounding error in the
+   * residual; docs/api.md, "Dense groups in 16 bits"). OMGS_DENSE_WIRE wins. Every rank must
+   * agree. */
+  const char* dense_wire;
+  /* Ranks per node of the two-level collectives (docs/comm.md, "Two levels"): 0 (default)
+   * finds the node by shared memory; G > 0: node = rank / G (emulated nodes). Must divide
+   * the ranks. OMGS_RANKS_PER_NODE wins. Every rank must agree. */
+  int ranks_per_node;
 } omgs_options;
 
 typedef struct omgs_iteration_stats {

@@ -98,7 +98,8 @@ struct RuntimeOptions {
   /// Honour the OMGS_* environment variables (they win over these options):
   /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT,
   /// OMGS_SHUTDOWN_TIMEOUT_S, OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS, OMGS_REPLAN_MIN_GAIN,
-  /// OMGS_SPARSE_EXCHANGE, OMGS_DENSE_ALLREDUCE, OMGS_MEMORY_BUDGET, OMGS_RANKS_PER_NODE.
+  /// OMGS_SPARSE_EXCHANGE, OMGS_DENSE_ALLREDUCE, OMGS_MEMORY_BUDGET, OMGS_RANKS_PER_NODE,
+  /// OMGS_PAIR_WIRE, OMGS_DENSE_WIRE, OMGS_COLLECTIVES.
   bool read_environment = true;
   /// The watchdog: finish() waits this long for a group, then asks every rank how far it
   /// got and reports which ranks have not posted the group (see on_timeout). It also bounds
@@ -169,6 +170,15 @@ struct RuntimeOptions {
   /// the aggregated gradient back rounded to the type (aggregated() keeps the fp32 one).
   /// No environment variable: it is the training code's type. Every rank must agree.
   GradientType gradient_type = GradientType::fp32;
+
+  /// The dense groups' values on the wire (docs/api.md, "Dense groups in 16 bits"):
+  /// automatic (the gradient type's: fp32 for fp32 gradients, bf16 / fp16 for those), fp32
+  /// (one MPI allreduce of floats), or bf16 / fp16 (a reduce-scatter with fp32 partial sums
+  /// and an allgather of the 16-bit means: half the bytes). A 16-bit form sends each group's
+  /// gradient + residual rounded and keeps the rounding error in the residual (error
+  /// feedback, as the compact pairs do), so no gradient mass is lost; the planner's dense
+  /// costs count 2 bytes per element. OMGS_DENSE_WIRE wins. Every rank must agree.
+  DenseWire dense_wire = DenseWire::automatic;
 };
 
 /// Outcome of a per-iteration call. Per-iteration calls never throw; last_error() has the

@@ -13,10 +13,14 @@ namespace omgs {
 /// Predicted plans of one model for many numbers of workers (omgs-plan --workers-sweep).
 struct SweepRow {
   int workers = 0;
-  Plan dense;    ///< Planner::dense: the best all-dense grouping (the model's allreduce: fp32)
+  /// Planner::dense: the best all-dense grouping with an fp32 allreduce (4 bytes per element,
+  /// whatever the model's allreduce_element_bytes)
+  Plan dense;
   Plan mgs;      ///< all-sparse MGS, every group allgathered (the published algorithm)
   Plan optimal;  ///< boundaries and collectives searched together
-  /// best_of(mgs, mgs_mixed, optimal, dense) planned with the sweep's SparseExchange, plus
+  /// best_of(mgs, mgs_mixed, optimal, dense) planned with the sweep's SparseExchange and the
+  /// model's bytes per dense element (omgs' own dense groups in the form in force: with a
+  /// 16-bit form, omgs-plan --dense-wire bf16, its dense candidate is dense_bf16), plus
   /// the all-allgather `mgs` and the all-sparse-allreduce `sparse_allreduce` when that
   /// exchange is not allgather, under the sweep's margin
   Plan mixed;
@@ -25,8 +29,8 @@ struct SweepRow {
   Plan sparse_allreduce;
   bool has_sparse_allreduce = false;
   /// Planner::dense with a bf16 allreduce (2 bytes per element; what a bf16 training code
-  /// sends), when the model is an AlphaBetaModel (has_bf16); a baseline beside `dense`, not
-  /// a candidate of `mixed` (omgs' dense groups send fp32).
+  /// sends), when the model is an AlphaBetaModel (has_bf16); a baseline beside `dense`, and
+  /// mixed's dense candidate when the model's dense elements are 2 bytes.
   Plan dense_bf16;
   bool has_bf16 = false;
   double backward_s = 0.0;  ///< the backward pass alone: the floor every plan is above

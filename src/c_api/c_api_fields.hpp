@@ -38,7 +38,8 @@ void to_c(int& c, omgs::Status s) {
 void to_c(int& c, omgs::TimeoutAction a) {
   c = a == omgs::TimeoutAction::abort ? 1 : 0;
 }
-// Enums named by a string (Planner, SparseExchange, PairWire, DenseAllreduce, GradientType): their
+// Enums named by a string (Planner, SparseExchange, PairWire, DenseAllreduce, GradientType,
+// DenseWire): their
 // to_string.
 template <typename E, typename = std::enable_if_t<std::is_enum_v<E>>>
 void to_c(const char*& c, E e) {
@@ -76,6 +77,9 @@ void from_c(omgs::PairWire& w, const char* c) {
 }
 void from_c(omgs::GradientType& t, const char* c) {
   if (c != nullptr) t = omgs::parse_gradient_type(c);
+}
+void from_c(omgs::DenseWire& w, const char* c) {
+  if (c != nullptr) w = omgs::parse_dense_wire(c);
 }
 void from_c(omgs::DenseAllreduce& d, const char* c) {
   if (c != nullptr) d = omgs::parse_dense_allreduce(c);
@@ -124,7 +128,9 @@ constexpr auto option_fields = std::make_tuple(
     field(&omgs_options::dense_allreduce, &RuntimeOptions::dense_allreduce),
     field(&omgs_options::gradient_type, &RuntimeOptions::gradient_type),
     field(&omgs_options::collectives, &RuntimeOptions::collectives),
-    field(&omgs_options::memory_budget_bytes, &RuntimeOptions::memory_budget_bytes));
+    field(&omgs_options::memory_budget_bytes, &RuntimeOptions::memory_budget_bytes),
+    field(&omgs_options::dense_wire, &RuntimeOptions::dense_wire),
+    field(&omgs_options::ranks_per_node, &RuntimeOptions::ranks_per_node));
 
 constexpr auto stats_fields = std::make_tuple(
     field(&omgs_iteration_stats::status, &IterationStats::status),

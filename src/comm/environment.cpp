@@ -157,6 +157,8 @@ RuntimeEnvironment read_runtime_environment() {
   env.memory_budget_bytes = read_memory_budget();
   env.collectives = read_collectives();
   env.ranks_per_node = read_ranks_per_node();
+  if (const char* v = env_value("OMGS_DENSE_WIRE"))
+    env.dense_wire = parse_dense_wire(v, "OMGS_DENSE_WIRE");
   return env;
 }
 

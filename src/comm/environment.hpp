@@ -36,7 +36,8 @@ struct RuntimeEnvironment {
   std::optional<DenseAllreduce> dense_allreduce;  ///< OMGS_DENSE_ALLREDUCE
   std::optional<std::uint64_t> memory_budget_bytes;  ///< OMGS_MEMORY_BUDGET: a byte count
   std::optional<CollectiveSet> collectives;          ///< OMGS_COLLECTIVES: names, comma-separated
-  std::optional<int> ranks_per_node;  ///< OMGS_RANKS_PER_NODE: in [0, 1000000] (0: shared memory)
+  std::optional<int> ranks_per_node;    ///< OMGS_RANKS_PER_NODE: in [0, 1000000] (0: shared memory)
+  std::optional<DenseWire> dense_wire;  ///< OMGS_DENSE_WIRE: automatic, fp32, bf16, fp16
 };
 
 /// OMGS_RANKS_PER_NODE (ProgressOptions::ranks_per_node): a count in [0, 1000000]; throws

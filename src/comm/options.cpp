@@ -85,6 +85,27 @@ const char* to_string(ProgressMode mode) {
   return mode == ProgressMode::thread ? "thread" : "inline";
 }
 
+std::string_view to_string(DenseWire wire) {
+  switch (wire) {
+    case DenseWire::automatic:
+      return "automatic";
+    case DenseWire::fp32:
+      return "fp32";
+    case DenseWire::bf16:
+      return "bf16";
+    case DenseWire::fp16:
+      return "fp16";
+  }
+  return "unknown";
+}
+
+DenseWire parse_dense_wire(std::string_view name, std::string_view what) {
+  for (DenseWire w : {DenseWire::automatic, DenseWire::fp32, DenseWire::bf16, DenseWire::fp16})
+    if (name == to_string(w)) return w;
+  throw Error("omgs: " + std::string(what) + " '" + std::string(name) +
+              "' is not automatic, fp32, bf16 or fp16");
+}
+
 const char* to_string(SubmitStatus status) {
   switch (status) {
     case SubmitStatus::ok:

@@ -26,6 +26,7 @@ struct WireRegistry {
     add(WireKind::allreduce_sum, allreduce_sum_wire, "allreduce_sum");
     add(WireKind::sparse_allreduce, sparse_allreduce_wire, "sparse_allreduce");
     add(WireKind::allreduce_node, allreduce_node_wire, "allreduce_node");
+    add(WireKind::allreduce_mean16, allreduce_mean16_wire, "allreduce_mean16");
   }
   void add(WireKind kind, WireFactory factory, std::string name) {
     if (name.empty()) name = "wire " + std::to_string(static_cast<int>(kind));
@@ -51,6 +52,12 @@ std::string stray_fields(const GroupBuffers& b, unsigned used) {
       return "dense_send / dense_recv (a dense group's buffers)";
     if (b.dense_numel != 0) return "dense_numel = " + std::to_string(b.dense_numel);
     if (b.blocking_allreduce) return "blocking_allreduce (a dense group's form)";
+  }
+  if (!(used & dense16_fields)) {
+    if (b.dense16_send != nullptr || b.dense16_recv != nullptr)
+      return "dense16_send / dense16_recv (a 16-bit dense group's buffers)";
+    if (b.dense_wire != none.dense_wire) return "dense_wire (a 16-bit dense group's format)";
+    if (b.dense16_error != nullptr) return "dense16_error (a 16-bit dense group's buffer)";
   }
   if (!(used & sparse_allreduce_fields)) {
     if (b.sparse_numel != 0) return "sparse_numel = " + std::to_string(b.sparse_numel);

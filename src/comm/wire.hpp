@@ -1,9 +1,10 @@
 // Internal: how one group's data travels, one implementation per collective
 // (wire_allgatherv.cpp: the pairs' MPI_Iallgatherv; wire_allreduce.cpp: the dense sum's
-// MPI_Iallreduce; wire_sparse_allreduce.cpp: the phased sparse allreduce). The driver posts
-// whatever a group's wire posts, in plan order; it never asks which collective a group uses.
-// make_wire() is the one place that maps a caller's GroupBuffers to its wire, by its kind
-// through the registry of wire.cpp (docs/architecture.md, "Adding a collective").
+// MPI_Iallreduce; wire_allreduce16.cpp: its 16-bit form; wire_sparse_allreduce.cpp: the phased
+// sparse allreduce). The driver posts whatever a group's wire posts, in plan order; it never asks
+// which collective a group uses. make_wire() is the one place that maps a caller's GroupBuffers to
+// its wire, by its kind through the registry of wire.cpp (docs/architecture.md, "Adding a
+// collective").
 #pragma once
 
 #include <mpi.h>
@@ -94,6 +95,7 @@ enum WireFields : unsigned {
   pair_fields = 1,              // send, recv, k
   dense_fields = 2,             // dense_send, dense_recv, dense_numel, blocking_allreduce
   sparse_allreduce_fields = 4,  // sparse_numel, dropped, pair_wire
+  dense16_fields = 8,           // dense16_send, dense16_recv, dense_wire, dense16_error
 };
 /// For a wire's factory: throws omgs::Error naming the first field of `b` outside `used`
 /// that is not at its default (buffers that contradict their kind).
@@ -106,6 +108,10 @@ OMGS_EXPORT std::unique_ptr<Wire> allgatherv_pairs_wire(const GroupBuffers& b);
 /// MPI_Iallreduce, or by a blocking MPI_Allreduce in post() (b.blocking_allreduce: then it
 /// is a phased wire done when post() returns).
 OMGS_EXPORT std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b);
+/// The mean of every rank's 16-bit values on every rank (WireKind::allreduce_mean16,
+/// wire_allreduce16.cpp): dense16_send, dense16_recv, dense_numel, dense_wire and
+/// blocking_allreduce of `b`; a phased wire on a communicator of its own.
+OMGS_EXPORT std::unique_ptr<Wire> allreduce_mean16_wire(const GroupBuffers& b);
 /// The sparse allreduce of every rank's pairs (SparseAllreduce, phased): send, recv,
 /// dropped, k and sparse_numel of `b`.
 OMGS_EXPORT std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b);

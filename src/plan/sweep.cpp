@@ -24,10 +24,15 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
   validate_choice_margin(margin);
   double backward = 0.0;
   for (const LayerSpec& l : layers) backward += l.backward_s;
-  // The bf16 baseline: the same fabric sending 2 bytes per element in the dense allreduce.
-  std::optional<AlphaBetaModel> bf16;
-  if (const AlphaBetaModel* ab = model.as_alpha_beta())
+  // The baselines: the same fabric sending 4 (fp32) and 2 (bf16) bytes per element in the
+  // dense allreduce. omgs' own plans use the model's bytes (the form in force).
+  std::optional<AlphaBetaModel> fp32, bf16;
+  const AlphaBetaModel* ab = model.as_alpha_beta();
+  if (ab != nullptr) {
+    fp32.emplace(ab->with_allreduce_element_bytes(4.0));
     bf16.emplace(ab->with_allreduce_element_bytes(2.0));
+  }
+  const bool own_dense_fp32 = ab == nullptr || ab->allreduce_element_bytes() == 4.0;
   std::vector<SweepRow> rows;
   for (int p : workers) {
     PlanConfig allgather{p, density, 8192, margin, SparseExchange::allgather};
@@ -41,7 +46,7 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
     r.workers = p;
     r.backward_s = backward;
     r.mgs = make_plan(Planner::mgs, layers, model, allgather, budget);
-    r.dense = make_plan(Planner::dense, layers, model, config, budget);
+    r.dense = make_plan(Planner::dense, layers, fp32 ? *fp32 : model, config, budget);
     r.optimal = make_plan(Planner::optimal, layers, model, config, budget);
     if (model.knows_sparse_allreduce(p) || exchange == SparseExchange::allreduce) {
       PlanConfig sar = config;
@@ -54,7 +59,8 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
     std::vector<Plan> candidates = {
         exchange == SparseExchange::allgather ? r.mgs
                                               : make_plan(Planner::mgs, layers, model, config),
-        make_plan(Planner::mgs_mixed, layers, model, config, budget), r.optimal, r.dense};
+        make_plan(Planner::mgs_mixed, layers, model, config, budget), r.optimal,
+        own_dense_fp32 ? r.dense : make_plan(Planner::dense, layers, model, config, budget)};
     if (exchange != SparseExchange::allgather) {
       candidates.push_back(r.mgs);
       if (r.has_sparse_allreduce) candidates.push_back(r.sparse_allreduce);

@@ -62,6 +62,9 @@ struct ExchangeContext {
   const ExecSpace& exec() const { return selector->execution_space_instance(); }
   PairWire pair_wire = PairWire::pairs8;  ///< the sparse groups' wire format
   bool blocking_allreduce = false;        ///< the dense groups' form (calibration's choice)
+  /// The dense groups' values on the wire: fp32, or bf16 / fp16 (RuntimeOptions::dense_wire
+  /// resolved: never automatic here).
+  DenseWire dense_wire = DenseWire::fp32;
 };
 
 /// Where a group's completion reports: the iteration's stats and error, its aggregate

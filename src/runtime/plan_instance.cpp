@@ -69,6 +69,7 @@ std::unique_ptr<PlanInstance> RuntimeImpl::build_instance(Plan next) {
   c.swapped.assign(G, 0);
   c.pair_wire = options.pair_wire;
   c.blocking_allreduce = calibration.dense_allreduce.form == AllreduceForm::blocking;
+  c.dense_wire = dense_wire();
   std::size_t max_n = 1, max_k = 1;
   try {
     for (std::size_t g = 0; g < G; ++g) {

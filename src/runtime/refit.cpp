@@ -99,6 +99,9 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
     // Every line with groups in the plan fitted, the others as given (a line the model must
     // have and the model in force has not, e.g. the reference model's: the prior's at P).
     const double pb = host_.wire_pair_bytes();
+    // The dense groups' bytes per element stay those of the form in force (their line is
+    // kept, per byte: RuntimeOptions::dense_wire's 2 bytes for a 16-bit form).
+    const AlphaBetaModel* in_force = host_.model().as_alpha_beta();
     std::map<std::string, CollectiveCosts, std::less<>> lines = std::move(prior.kept);
     for (const auto& [name, line] : f.lines) {
       if (line.groups == 0 && (lines.count(name) > 0 || !AlphaBetaModel::requires_line(name)))
@@ -108,7 +111,8 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
     }
     AlphaBetaModel refitted =
         AlphaBetaModel::from_lines(TopkForm::linear, f.topk.c0, f.topk.c1, std::move(lines))
-            .with_pair_bytes(pb);
+            .with_pair_bytes(pb)
+            .with_allreduce_element_bytes(in_force ? in_force->allreduce_element_bytes() : 4.0);
     auto fitted = std::make_unique<AlphaBetaModel>(std::move(refitted));
     switch_plan(std::move(fitted), std::move(next_layers), rep);
   } catch (const std::exception& e) {

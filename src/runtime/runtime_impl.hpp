@@ -89,6 +89,8 @@ class RuntimeImpl {
   void make_model();
   /// The bytes per pair of options.pair_wire, for the model's allgather term.
   double wire_pair_bytes() const;
+  /// options.dense_wire resolved (automatic: the gradient type's): fp32, bf16 or fp16.
+  DenseWire dense_wire() const noexcept;
   /// The planners' configuration, from the options (the one place it is built).
   PlanConfig plan_config() const {
     PlanConfig c{size, density_now, options.threshold_numel};

@@ -65,6 +65,7 @@ void apply_environment(RuntimeOptions& o) {
   if (env.abort_on_timeout)
     o.on_timeout = *env.abort_on_timeout ? TimeoutAction::abort : TimeoutAction::report;
   if (env.pair_wire) o.pair_wire = parse_pair_wire(*env.pair_wire);
+  apply_if_set(o.dense_wire, env.dense_wire);
 }
 
 /// The names of check_agreement's fingerprints, in its order (the first two, the layers,
@@ -92,7 +93,8 @@ constexpr const char* agreed_option_names[] = {
     "gradient_type",
     "collectives",
     "memory_budget_bytes",
-    "ranks_per_node"};
+    "ranks_per_node",
+    "dense_wire"};
 
 /// Before the communicator is duplicated: MPI and Kokkos usable, the communicator valid.
 MPI_Comm checked_comm(MPI_Comm comm) {
@@ -227,6 +229,9 @@ std::string RuntimeImpl::check_local_input(std::string& trace_path) {
     for (std::size_t i = 0; i < 256; ++i)  // each allowed collective has a row (or throws)
       if (options.collectives.contains(static_cast<Collective>(i)))
         detail::collective_row(static_cast<Collective>(i));
+    if (options.dense_wire > DenseWire::fp16)
+      throw Error("omgs: dense_wire has an unknown value (" +
+                  std::to_string(static_cast<int>(options.dense_wire)) + ")");
     if (options.gradient_type > GradientType::fp16)
       throw Error("omgs: gradient_type has an unknown value (" +
                   std::to_string(static_cast<int>(options.gradient_type)) + ")");
@@ -290,7 +295,8 @@ void RuntimeImpl::check_agreement() {
                                            static_cast<std::uint64_t>(options.gradient_type),
                                            allowed,
                                            options.memory_budget_bytes,
-                                           static_cast<std::uint64_t>(options.ranks_per_node)};
+                                           static_cast<std::uint64_t>(options.ranks_per_node),
+                                           static_cast<std::uint64_t>(options.dense_wire)};
   std::vector<std::uint64_t> mx, mn;
   max_min(comm, mine, mx, mn);
   if (mx[0] != mn[0])
@@ -333,6 +339,24 @@ void RuntimeImpl::make_model() {
   // than alpha-beta, e.g. the reference one, keep their published constants).
   if (const AlphaBetaModel* ab = model->as_alpha_beta(); ab != nullptr && ab->pair_bytes() == 8.0)
     model = std::make_unique<AlphaBetaModel>(ab->with_pair_bytes(wire_pair_bytes()));
+  // ... and the dense groups' form: 2 bytes per element in a 16-bit one (a model that
+  // states its own allreduce_element_bytes keeps it).
+  if (const AlphaBetaModel* ab = model->as_alpha_beta();
+      ab != nullptr && ab->allreduce_element_bytes() == 4.0 && dense_wire() != DenseWire::fp32)
+    model = std::make_unique<AlphaBetaModel>(ab->with_allreduce_element_bytes(2.0));
+}
+
+/// RuntimeOptions::dense_wire resolved: automatic is the gradient type's.
+DenseWire RuntimeImpl::dense_wire() const noexcept {
+  if (options.dense_wire != DenseWire::automatic) return options.dense_wire;
+  switch (options.gradient_type) {
+    case GradientType::bf16:
+      return DenseWire::bf16;
+    case GradientType::fp16:
+      return DenseWire::fp16;
+    default:
+      return DenseWire::fp32;
+  }
 }
 
 /// The compact block's bytes per pair for one group of every layer (at a fixed density it

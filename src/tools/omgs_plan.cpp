@@ -27,7 +27,7 @@ constexpr const char* usage_text =
     "                 [--perf reference|FILE.json] [--topk FILE.json] [--planner "
     "mgs|layerwise|single|threshold|optimal|mgs_mixed|dense|mixed|automatic|all]\n"
     "                 [--threshold NUMEL] [--choice-margin M] [--optimal-work N]\n"
-    "                 [--sparse-exchange allgather|allreduce|automatic]\n"
+    "                 [--sparse-exchange allgather|allreduce|automatic] [--dense-wire fp32|bf16]\n"
     "                 [--memory-budget BYTES] [--max-mpi-count N|int] [--footprint]\n"
     "                 [--format table|json]\n"
     "                 [--svg FILE.svg]\n"
@@ -66,6 +66,8 @@ constexpr const char* usage_text =
     "                   runtime's wires allow; default: no limit)\n"
     "  --footprint      also print the bytes per rank each group's exchange allocates and\n"
     "                   the plan's sum (with --workers-sweep: one line per P)\n"
+    "  --dense-wire W   the dense groups' values (RuntimeOptions::dense_wire): fp32 (default:\n"
+    "                   the model's bytes per element) or bf16 / fp16 (2 bytes per element)\n"
     "  --format F       table (default) or json\n"
     "  --svg FILE       also draw the predicted pipeline as an SVG Gantt chart (one block of\n"
     "                   compute / top-k / communication lanes per planner)\n";
@@ -86,6 +88,7 @@ struct Args {
   std::string svg;
   std::string memory_budget;
   std::string max_mpi_count;
+  std::string dense_wire = "fp32";
   bool footprint = false;
 };
 
@@ -154,6 +157,8 @@ Args parse_args(int argc, char** argv) {
       a.exchange = value();
     } else if (opt == "--memory-budget") {
       a.memory_budget = value();
+    } else if (opt == "--dense-wire") {
+      a.dense_wire = value();
     } else if (opt == "--max-mpi-count") {
       a.max_mpi_count = value();
     } else if (opt == "--footprint") {
@@ -175,64 +180,9 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-using omgs_plan::group_label;
-using omgs_plan::print_table;
-using omgs_plan::ratio;
-using omgs_plan::Row;
+using omgs_plan::print_comparison;
+using omgs_plan::print_plan_table;
 using omgs_plan::seconds;
-
-void print_status(std::ostream& os, const omgs::Plan& plan) {
-  if (plan.status != omgs::PlanStatus::complete)
-    os << "  note: planner " << omgs::to_string(plan.planner) << " is "
-       << omgs::to_string(plan.status) << ": " << plan.status_note << "\n";
-}
-
-void print_plan_table(std::ostream& os, const omgs::Plan& plan,
-                      const std::vector<omgs::LayerSpec>& layers) {
-  const omgs::Timeline& t = plan.predicted;
-  os << "planner " << omgs::to_string(plan.planner) << ": " << plan.groups.size() << " groups ("
-     << plan.dense_groups() << " dense), predicted iteration " << seconds(t.iteration_end_s)
-     << " s (compute " << seconds(t.compute_end_s) << " s, communication not hidden "
-     << seconds(t.non_overlapped_comm_s) << " s)\n";
-  if (plan.planner == omgs::Planner::mixed)
-    os << "  picked: " << omgs::to_string(plan.picked)
-       << " (the candidate choose_plan kept: near-ties to fewer groups)\n";
-  print_status(os, plan);
-  print_table(os, plan.groups.size() + 1, [&](std::size_t i) -> Row {
-    if (i == 0)
-      return {"group",      "layers",       "numel",      "collective",
-              "topk_end_s", "comm_start_s", "comm_end_s", "first .. last (backward order)"};
-    const std::size_t g = i - 1;
-    const omgs::Group& gr = plan.groups[g];
-    const omgs::GroupTiming& gt = t.groups[g];
-    return {std::to_string(g),        std::to_string(gr.end - gr.begin),
-            std::to_string(gr.numel), std::string(omgs::to_string(gr.collective)),
-            seconds(gt.topk_end_s),   seconds(gt.comm_start_s),
-            seconds(gt.comm_end_s),   group_label(layers, gr)};
-  });
-}
-
-void print_comparison(std::ostream& os, const std::vector<omgs::Plan>& plans) {
-  double layerwise = 0.0;
-  for (const omgs::Plan& p : plans)
-    if (p.planner == omgs::Planner::layerwise) layerwise = p.predicted.iteration_end_s;
-  print_table(os, plans.size() + 1, [&](std::size_t i) -> Row {
-    if (i == 0)
-      return {"planner",           "groups",       "iteration_s",          "compute_s",
-              "not_hidden_comm_s", "comm_total_s", "speedup_vs_layerwise", "status"};
-    const omgs::Plan& p = plans[i - 1];
-    const omgs::Timeline& t = p.predicted;
-    return {std::string(omgs::to_string(p.planner)),
-            std::to_string(p.groups.size()),
-            seconds(t.iteration_end_s),
-            seconds(t.compute_end_s),
-            seconds(t.non_overlapped_comm_s),
-            seconds(t.comm_total_s),
-            ratio(t.iteration_end_s > 0 ? layerwise / t.iteration_end_s : 1.0),
-            std::string(omgs::to_string(p.status))};
-  });
-  for (const omgs::Plan& p : plans) print_status(os, p);
-}
 
 void write_file(const std::string& path, const std::string& text) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
@@ -290,13 +240,20 @@ int run_sweep(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   return 0;
 }
 
-// The --perf model, with the --topk file's top-k when one is given.
+// The --perf model, with the --topk file's top-k and --dense-wire's bytes per element.
 std::unique_ptr<omgs::PerfModel> load_model(const Args& args) {
+  if (args.dense_wire != "fp32" && args.dense_wire != "bf16" && args.dense_wire != "fp16")
+    die("--dense-wire '" + args.dense_wire + "' is not fp32, bf16 or fp16", 2);
   std::unique_ptr<omgs::PerfModel> model = omgs::make_perf_model(args.perf);
-  if (args.topk.empty()) return model;
+  if (args.topk.empty() && args.dense_wire == "fp32") return model;
   const omgs::AlphaBetaModel* ab = model->as_alpha_beta();
-  if (ab == nullptr) die("--topk needs an alpha-beta --perf model (a JSON file)", 2);
-  return std::make_unique<omgs::AlphaBetaModel>(ab->with_topk(omgs::load_topk_cost(args.topk)));
+  if (ab == nullptr)
+    die(std::string(args.topk.empty() ? "--dense-wire" : "--topk") +
+            " needs an alpha-beta --perf model (a JSON file)",
+        2);
+  omgs::AlphaBetaModel m = args.topk.empty() ? *ab : ab->with_topk(omgs::load_topk_cost(args.topk));
+  if (args.dense_wire != "fp32") m = m.with_allreduce_element_bytes(2.0);
+  return std::make_unique<omgs::AlphaBetaModel>(std::move(m));
 }
 
 // The options into a PlanConfig, each checked (exit 2 naming the option).

@@ -27,4 +27,10 @@ using Row = std::vector<std::string>;
 /// passes over row(i), so that a plan of a million groups is not held as text.
 void print_table(std::ostream& os, std::size_t count, const std::function<Row(std::size_t)>& row);
 
+/// One plan's groups (collective, predicted times, layers), and its status note if any.
+void print_plan_table(std::ostream& os, const omgs::Plan& plan,
+                      const std::vector<omgs::LayerSpec>& layers);
+/// Several planners' plans side by side (speedup against the layer-wise one).
+void print_comparison(std::ostream& os, const std::vector<omgs::Plan>& plans);
+
 }  // namespace omgs_plan

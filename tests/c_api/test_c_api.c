@@ -70,6 +70,11 @@ int main(int argc, char** argv) {
   EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt_probe) == OMGS_ERROR_SETUP);
   EXPECT(rank != size - 1 || strstr(omgs_last_error(NULL), "pair_wire 'fp8'") != NULL);
   opt.pair_wire = NULL; /* the default */
+  EXPECT(opt.dense_wire != NULL && strcmp(opt.dense_wire, "automatic") == 0);
+  opt.dense_wire = rank == 0 ? "int8" : "bf16"; /* a bad dense wire on rank 0 fails every rank */
+  EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt_probe) == OMGS_ERROR_SETUP);
+  EXPECT(rank != 0 || strstr(omgs_last_error(NULL), "dense_wire 'int8'") != NULL);
+  opt.dense_wire = NULL;
   /* A bad shutdown bound is refused on every rank. */
   opt.shutdown_timeout_s = rank == 0 ? -1.0 : 5.0;
   EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt_probe) == OMGS_ERROR_SETUP);
@@ -170,6 +175,12 @@ int main(int argc, char** argv) {
     opt.memory_budget_bytes = rank == 0 ? 4096 : 0;
     EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_ERROR_SETUP);
     EXPECT(strstr(omgs_last_error(NULL), "option memory_budget_bytes") != NULL);
+    opt.memory_budget_bytes = 0;
+    EXPECT(opt.ranks_per_node == 0);
+    opt.ranks_per_node = rank == 0 ? 1 : 0;
+    EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt) == OMGS_ERROR_SETUP);
+    EXPECT(strstr(omgs_last_error(NULL), "option ranks_per_node") != NULL);
+    opt.ranks_per_node = 0;
   }
   opt.collectives = " sparse_allreduce , dense";
   opt.memory_budget_bytes = (uint64_t)1 << 30;

@@ -138,3 +138,26 @@ TEST_CASE("scale: the study's sweeps are ordered where they must be", "[plan][sc
     }
   }
 }
+
+TEST_CASE("scale: with the dense groups in bf16, mixed is never above the bf16 dense baseline",
+          "[plan][scale][sweep]") {
+  // omgs-plan --dense-wire bf16 (RuntimeOptions::dense_wire): the model in force counts 2
+  // bytes per element for omgs' own dense groups too, so the mixed plan's dense candidate is
+  // the bf16 baseline itself; the dense column stays the fp32 baseline.
+  omgs::OptimalBudget budget;
+  budget.max_work = 1'000'000;
+  const std::vector<int> workers = omgs::parse_workers_list("4,64,...,4096");
+  const auto layers = omgs::load_model_csv(source_path("examples/models/gpt2_small.csv"));
+  for (const char* fabric : {"infiniband_ndr400", "ethernet_10g"}) {
+    const auto fp32 = omgs::AlphaBetaModel::load(source_path("examples/perf/") + fabric + ".json");
+    const auto bf16 = fp32.with_allreduce_element_bytes(2.0);
+    for (const auto& r : omgs::sweep_workers(layers, bf16, 0.001, workers, budget)) {
+      INFO(fabric << ", P = " << r.workers);
+      REQUIRE(r.has_bf16);
+      const auto fp32_rows = omgs::sweep_workers(layers, fp32, 0.001, {r.workers}, budget);
+      CHECK(r.dense.predicted.iteration_end_s == fp32_rows[0].dense.predicted.iteration_end_s);
+      CHECK(r.dense_bf16.predicted.iteration_end_s < r.dense.predicted.iteration_end_s);
+      CHECK(r.mixed.predicted.iteration_end_s <= r.dense_bf16.predicted.iteration_end_s);
+    }
+  }
+}

@@ -61,6 +61,9 @@ omgs::RuntimeOptions options(GradientType type, const Exchange& ex) {
   opt.backward_times = omgs::BackwardTimes::given;
   opt.read_environment = false;
   opt.gradient_type = type;
+  // The dense groups in fp32, the path compared here with fp32 gradients (their 16-bit form,
+  // the default for 16-bit gradients, is test_dense_wire.cpp's).
+  opt.dense_wire = omgs::DenseWire::fp32;
   return opt;
 }
 

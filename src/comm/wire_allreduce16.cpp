@@ -1,0 +1,198 @@
+// The 16-bit dense wire (WireKind::allreduce_mean16; docs/comm.md, "Dense groups in 16
+// bits"): a reduce-scatter whose partial sums are fp32, then an allgather of 16-bit means.
+// Each rank owns one shard of the group (n / P elements, the first n % P shards one more):
+//   1. MPI_Ialltoallv: every rank's 16-bit values of shard r go to rank r (2 bytes each);
+//   2. rank r widens its shard's P contributions exactly to fp32, sums them in fp32 (in rank
+//      order, so every run rounds alike), divides by P and rounds once to 16 bits (what the
+//      rounding lost, times P, goes to dense16_error: the caller's residual keeps it);
+//   3. MPI_Iallgatherv of the rounded shards: every rank holds every mean.
+// Each rank sends 2 (P - 1) / P * 2 n bytes, as a ring allreduce of 16-bit values would, but
+// no partial sum is ever rounded to 16 bits: a user-defined MPI op on 16-bit values (the
+// alternative) rounds every pairwise sum, an error that grows with P. The mean (not the sum)
+// is rounded so that fp16 does not overflow where the values do not. Phased, on a
+// communicator of its own (its two steps need no place in the engine's plan order); or, with
+// blocking_allreduce, both steps blocking in post(). It runs on host buffers: the sum is the
+// progress thread's; device buffers are staged.
+#include <omgs/detail/pair_format_values.hpp>
+
+#include <climits>
+#include <memory>
+#include <vector>
+
+#include "comm/collectives.hpp"
+#include "comm/engine_impl.hpp"
+#include "comm/staged_buffers.hpp"
+#include "comm/wire.hpp"
+
+namespace omgs::detail {
+
+namespace {
+
+// extent(): a 16-bit dense group is told apart from an fp32 one of the same size.
+constexpr std::uint64_t mean16_tag = std::uint64_t{1} << 61;
+
+class AllreduceMean16 final : public Wire {
+ public:
+  explicit AllreduceMean16(const GroupBuffers& b)
+      : buffers_(b.dense16_send, b.dense16_recv),
+        error_(b.dense16_error),
+        numel_(b.dense_numel),
+        brain_(b.dense_wire == DenseWire::bf16),
+        format_ok_(b.dense_wire == DenseWire::bf16 || b.dense_wire == DenseWire::fp16),
+        stray_(b.k != 0 || b.dense_send != nullptr || b.dense_recv != nullptr),
+        blocking_(b.blocking_allreduce) {}
+
+  std::string check(int g, const WireSetup& setup) const override {
+    const std::string group = "group " + std::to_string(g) + ": ";
+    if (!format_ok_) return group + "a 16-bit dense group needs dense_wire bf16 or fp16";
+    if (blocking_ && !setup.inline_reason.empty())
+      return group + "blocking_allreduce needs the progress thread (this rank runs inline: " +
+             setup.inline_reason + ")";
+    if (numel_ > static_cast<std::size_t>(INT_MAX))
+      return group + "dense_numel = " + std::to_string(numel_) +
+             " values overflows MPI's int count";
+    if (stray_ || buffers_.send() == nullptr || buffers_.recv() == nullptr)
+      return group +
+             "a 16-bit dense group needs k = 0, non-null dense16_send and dense16_recv, and no "
+             "fp32 dense_send / dense_recv";
+    return "";
+  }
+  std::size_t k() const noexcept override { return 0; }
+  std::uint64_t extent() const noexcept override {
+    return mean16_tag | (brain_ ? std::uint64_t{1} << 60 : 0) | numel_;
+  }
+  bool exchanges_counts() const noexcept override { return false; }
+  bool host_only() const noexcept override { return true; }
+  bool phased() const noexcept override { return true; }
+  bool blocks() const noexcept override { return blocking_; }
+
+  void init(const WireContext& ctx, bool staging, int ranks) override {
+    comm_ = std::make_unique<OwnedComm>(ctx.comm, true);
+    const int me = comm_->rank();
+    const std::size_t base = numel_ / static_cast<std::size_t>(ranks);
+    const std::size_t extra = numel_ % static_cast<std::size_t>(ranks);
+    counts_.resize(static_cast<std::size_t>(ranks));
+    displs_.resize(counts_.size());
+    for (std::size_t r = 0, at = 0; r < counts_.size(); ++r) {
+      counts_[r] = static_cast<int>(base + (r < extra ? 1 : 0));
+      displs_[r] = static_cast<int>(at);
+      at += static_cast<std::size_t>(counts_[r]);
+    }
+    const int mine = counts_[static_cast<std::size_t>(me)];
+    own_counts_.assign(counts_.size(), mine);
+    own_displs_.resize(counts_.size());
+    for (std::size_t r = 0; r < counts_.size(); ++r) own_displs_[r] = static_cast<int>(r) * mine;
+    shards_.assign(static_cast<std::size_t>(mine) * counts_.size(), 0);
+    sums_.assign(static_cast<std::size_t>(mine), 0.0f);
+    // Staged (or no error buffer): the errors go to a host mirror of this rank's shard.
+    if (staging || error_ == nullptr) host_error_.assign(static_cast<std::size_t>(mine), 0.0f);
+    own_error_ = staging || error_ == nullptr ? host_error_.data()
+                                              : error_ + displs_[static_cast<std::size_t>(me)];
+    buffers_.init(staging, numel_, numel_);
+  }
+  void stage_out(const CopyFunction& to_host, std::size_t /*count*/) noexcept override {
+    buffers_.stage_out(to_host, numel_);
+  }
+  void stage_in(const CopyFunction& to_device, const GroupState& s) noexcept override {
+    if (s.failed) return;
+    buffers_.stage_in(to_device, numel_);
+    if (error_ != nullptr && !host_error_.empty())
+      to_device(error_ + displs_[static_cast<std::size_t>(comm_->rank())], host_error_.data(),
+                host_error_.size() * sizeof(float));
+  }
+  int post(const WireContext& /*ctx*/, const GroupState& /*s*/,
+           MPI_Request* req) noexcept override {
+    *req = MPI_REQUEST_NULL;
+    if (blocking_) {  // both steps now; advance() reports the group done at once
+      int rc = MPI_Alltoallv(buffers_.mpi_send(), counts_.data(), displs_.data(), MPI_UINT16_T,
+                             shards_.data(), own_counts_.data(), own_displs_.data(), MPI_UINT16_T,
+                             comm_->get());
+      if (rc != MPI_SUCCESS) return rc;
+      reduce_shard();
+      rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_UINT16_T, buffers_.mpi_recv(), counts_.data(),
+                          displs_.data(), MPI_UINT16_T, comm_->get());
+      step_ = rc == MPI_SUCCESS ? Step::done : Step::idle;
+      return rc;
+    }
+    step_ = Step::scatter;
+    return MPI_Ialltoallv(buffers_.mpi_send(), counts_.data(), displs_.data(), MPI_UINT16_T,
+                          shards_.data(), own_counts_.data(), own_displs_.data(), MPI_UINT16_T,
+                          comm_->get(), &request_);
+  }
+  int advance(GroupState& /*s*/, bool& done) noexcept override {
+    done = false;
+    if (step_ == Step::done) {
+      step_ = Step::idle;
+      done = true;
+      return MPI_SUCCESS;
+    }
+    int flag = 0;
+    const int rc = MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || !flag) return rc;
+    if (step_ == Step::gather) {
+      step_ = Step::idle;
+      done = true;
+      return MPI_SUCCESS;
+    }
+    reduce_shard();
+    step_ = Step::gather;
+    return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_UINT16_T, buffers_.mpi_recv(), counts_.data(),
+                           displs_.data(), MPI_UINT16_T, comm_->get(), &request_);
+  }
+  std::uint64_t bytes_sent(const GroupState& /*s*/) const noexcept override { return bytes(); }
+  std::uint64_t bytes_received(const GroupState& /*s*/) const noexcept override { return bytes(); }
+
+ private:
+  enum class Step : std::uint8_t { idle, scatter, gather, done };
+
+  std::uint64_t bytes() const noexcept { return numel_ * sizeof(std::uint16_t); }
+
+  /// Step 2: this rank's shard of every rank summed in fp32 (rank order), its mean rounded
+  /// once to 16 bits into this rank's place of the received buffer (the allgather's own).
+  void reduce_shard() noexcept {
+    const std::size_t m = sums_.size(), P = counts_.size();
+    for (std::size_t i = 0; i < m; ++i) sums_[i] = 0.0f;
+    for (std::size_t r = 0; r < P; ++r) {
+      const std::uint16_t* in = shards_.data() + r * m;
+      if (brain_)
+        for (std::size_t i = 0; i < m; ++i) sums_[i] += pairs::from_bf16(in[i]);
+      else
+        for (std::size_t i = 0; i < m; ++i) sums_[i] += pairs::from_fp16(in[i]);
+    }
+    const float ranks = static_cast<float>(P);
+    std::uint16_t* out = buffers_.mpi_recv() + displs_[static_cast<std::size_t>(comm_->rank())];
+    for (std::size_t i = 0; i < m; ++i) {
+      out[i] = brain_ ? pairs::to_bf16(sums_[i] / ranks) : pairs::to_fp16(sums_[i] / ranks);
+      own_error_[i] =
+          sums_[i] - ranks * (brain_ ? pairs::from_bf16(out[i]) : pairs::from_fp16(out[i]));
+    }
+  }
+
+  StagedBuffers<std::uint16_t> buffers_;
+  float* error_;  // the caller's dense16_error (may be null)
+  std::size_t numel_;
+  bool brain_, format_ok_, stray_, blocking_;
+  std::unique_ptr<OwnedComm> comm_;
+  std::vector<int> counts_, displs_;          // the shards: every rank's sizes and offsets
+  std::vector<int> own_counts_, own_displs_;  // this rank's shard from each rank
+  std::vector<std::uint16_t> shards_;         // [P] P x this rank's shard, as received
+  std::vector<float> sums_;                   // [P] this rank's fp32 partial sums
+  std::vector<float> host_error_;             // [P] the shard's errors when staged (or unused)
+  float* own_error_ = nullptr;                // where reduce_shard writes them
+  MPI_Request request_ = MPI_REQUEST_NULL;    // [P] the step in flight
+  Step step_ = Step::idle;                    // [P]
+};
+
+}  // namespace
+
+std::unique_ptr<Wire> allreduce_mean16_wire(const GroupBuffers& b) {
+  // dense_send / dense_recv (the fp32 form's) and k are the wire's own check.
+  GroupBuffers mean16 = b;
+  mean16.k = 0;
+  mean16.dense_send = nullptr;
+  mean16.dense_recv = nullptr;
+  refuse_stray_fields(mean16, dense_fields | dense16_fields);
+  return std::make_unique<AllreduceMean16>(b);
+}
+
+}  // namespace omgs::detail
