@@ -166,6 +166,9 @@ class EngineImpl {
   // MPI requires the same collective order on a communicator; per communicator both
   // streams are in plan order.
   OwnedComm comm_, count_comm_;
+  // Every phased wire's point-to-point steps, each group on tags of its own (WireContext):
+  // a fixed number of communicators per engine, however many groups.
+  OwnedComm phased_comm_;
   // The watchdog's point-to-point queries and replies, apart from the collectives.
   Watchdog watchdog_;
   PairType pair_type_;

@@ -21,10 +21,14 @@ namespace omgs::detail {
 
 struct GroupState;
 
-/// What every wire posts on: the engine's data communicator and pair datatype.
+/// What every wire posts on: the engine's data communicator and pair datatype; and, for a
+/// phased wire, the communicator that every phased wire of the engine shares, each with its
+/// own tags on it (tag_base .. tag_base + tags() - 1, given out by the engine in group order).
 struct WireContext {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Datatype pair_type = MPI_DATATYPE_NULL;
+  MPI_Comm phased_comm = MPI_COMM_NULL;
+  int tag_base = 0;
 };
 
 /// What a wire's check() may depend on beside its buffers.
@@ -49,8 +53,8 @@ class Wire {
   /// Whether the exchange must run on host buffers (staged when they are on the device,
   /// GPU-aware MPI or not).
   virtual bool host_only() const noexcept { return false; }
-  /// At set-up, on every rank in group order (collective for a wire that makes its own
-  /// communicator): host mirrors when the buffers are on the device and MPI is not
+  /// At set-up, on every rank in group order (collective over the phased communicator for a
+  /// wire that uses it): host mirrors when the buffers are on the device and MPI is not
   /// GPU-aware.
   virtual void init(const WireContext& ctx, bool staging, int ranks) = 0;
   /// [S] submit(): this rank's `count` items to the host mirror (staging only).
@@ -59,7 +63,10 @@ class Wire {
   virtual void stage_in(const CopyFunction& to_device, const GroupState& s) noexcept = 0;
   /// [P] posts the group's data collective; returns MPI's code.
   virtual int post(const WireContext& ctx, const GroupState& s, MPI_Request* req) noexcept = 0;
-  /// A phased wire runs its exchange as several steps on a communicator of its own: post()
+  /// Tags the wire's messages use on the phased communicator (WireContext::tag_base): 0 for
+  /// a wire that does not use it.
+  virtual int tags() const noexcept { return 0; }
+  /// A phased wire runs its exchange as several steps on the phased communicator: post()
   /// starts it and leaves *req null, and the driver calls advance() on every pass, beside
   /// MPI_Testsome, until it is done. Other wires complete their one request.
   virtual bool phased() const noexcept { return false; }
