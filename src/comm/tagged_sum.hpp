@@ -17,9 +17,11 @@
 #include <cstdint>
 #include <vector>
 
+#include <omgs/export.hpp>
+
 namespace omgs::detail {
 
-class TaggedSum {
+class OMGS_EXPORT TaggedSum {
  public:
   /// Starts the sum over the ranks of comm of data[0, count): the first count - min_tail
   /// values are summed, the last min_tail take their minimum. data must stay valid until
