@@ -210,19 +210,22 @@ void EngineImpl::agree_on_groups(const std::string& local_error, const GroupStat
                 " to " + std::to_string(mx[0]) + "; this rank has " + std::to_string(count) + ")");
   if (mx[1] != mn[1]) throw Error(prefix + "ranks disagree on options.variable_counts");
   // Every k, every kind, then every wire's extent (a dense group's size): a group sparse on
-  // one rank and dense on another would post an allgather against an allreduce.
+  // one rank and dense on another would post an allgather against an allreduce; and how
+  // every wire splits its posts.
   const auto G = static_cast<std::size_t>(count);
   std::vector<std::uint64_t> ks;
   for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].k);
   for (std::size_t g = 0; g < G; ++g) ks.push_back(static_cast<std::uint64_t>(states[g].kind));
   for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].wire->extent());
+  for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].wire->post_limit());
   max_min(comm_.get(), ks, mx, mn);
   for (std::size_t i = 0; i < ks.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(prefix + "ranks disagree on " +
                   (i < G       ? "k"
                    : i < 2 * G ? "the collective (GroupBuffers::kind)"
-                               : "the collective (dense or sparse-allreduce size)") +
+                   : i < 3 * G ? "the collective (dense or sparse-allreduce size)"
+                               : "the elements per post (OMGS_MAX_POST_COUNT)") +
                   " of group " + std::to_string(i % G) + " (" + std::to_string(mn[i]) + " to " +
                   std::to_string(mx[i]) + "; rank " + std::to_string(rank_) + " has " +
                   std::to_string(ks[i]) + ")");

@@ -48,6 +48,10 @@ class Wire {
   /// The wire's other size that every rank must agree on beside k (0 if none): a group
   /// exchanged by different collectives on different ranks must never be posted.
   virtual std::uint64_t extent() const noexcept = 0;
+  /// The most elements the wire passes to one MPI call where it splits its collective over
+  /// several (max_post_count() when it was made; 0 if it never splits): every rank must
+  /// split alike, or their posts would not match.
+  virtual std::uint64_t post_limit() const noexcept { return 0; }
   /// Variable-count mode: whether the counts are exchanged before the data.
   virtual bool exchanges_counts() const noexcept = 0;
   /// Whether the exchange must run on host buffers (staged when they are on the device,
@@ -90,6 +94,16 @@ class Wire {
   /// (ProgressEngine::dropped_total); 0 for a wire that gives none back.
   virtual std::size_t dropped() const noexcept { return 0; }
 };
+
+/// The most elements one MPI call of a wire that splits its collective passes (the dense
+/// allreduce's; docs/comm.md, "Large counts"): unlimited where MPI has the large-count calls
+/// (MPI 4: MPI_Iallreduce_c), else INT_MAX. For tests, lower: set_max_post_count(), or the
+/// environment's OMGS_MAX_POST_COUNT, so that the split runs on small buffers. Read when a
+/// wire is made (every rank must have the same; the engine checks). Throws omgs::Error for an
+/// OMGS_MAX_POST_COUNT that is not a whole number >= 1.
+OMGS_EXPORT std::uint64_t max_post_count();
+/// For tests: the limit of wires made from now on (0: the default, as above).
+OMGS_EXPORT void set_max_post_count(std::uint64_t limit) noexcept;
 
 /// The sets of GroupBuffers fields a wire reads.
 enum WireFields : unsigned {
