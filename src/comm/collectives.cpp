@@ -198,6 +198,14 @@ std::vector<double> time_sparse_allreduce(MPI_Comm comm, std::uint64_t numel, st
   return t;
 }
 
+int tag_upper_bound(MPI_Comm comm) {
+  void* value = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(comm, MPI_TAG_UB, &value, &flag);
+  // The standard guarantees at least 32767; an MPI that does not say gets that.
+  return flag && value != nullptr ? *static_cast<int*>(value) : 32767;
+}
+
 std::pair<int, int> rank_and_size(MPI_Comm comm) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);

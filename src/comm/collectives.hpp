@@ -96,6 +96,9 @@ bool progress_thread_available(bool force_inline);
 std::vector<double> time_sparse_allreduce(MPI_Comm comm, std::uint64_t numel, std::uint64_t k,
                                           const std::vector<SparsePair>& pairs, int repetitions,
                                           double timeout_s);
+/// The largest tag `comm` allows (its MPI_TAG_UB attribute; at least 32767).
+int tag_upper_bound(MPI_Comm comm);
+
 /// This rank's rank and the size of `comm`.
 std::pair<int, int> rank_and_size(MPI_Comm comm);
 

@@ -169,6 +169,9 @@ class EngineImpl {
   OwnedComm comm_, count_comm_;
   // The node and rail communicators of the two-level wires (made once; every wire shares them).
   NodeComms node_comms_;
+  // Every phased wire's point-to-point steps, each group on tags of its own (WireContext):
+  // a fixed number of communicators per engine, however many groups.
+  OwnedComm phased_comm_;
   // The watchdog's point-to-point queries and replies, apart from the collectives.
   Watchdog watchdog_;
   PairType pair_type_;

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <future>
 
+#include <omgs/detail/sparse_allreduce.hpp>
+
 #include "comm/engine_impl.hpp"
 #include "comm/environment.hpp"
 
@@ -57,13 +59,14 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
       comm_(user_comm, /*errors_return=*/true),
       count_comm_(user_comm, /*errors_return=*/true),
       node_comms_(comm_.get(), options_.ranks_per_node),
+      phased_comm_(user_comm, /*errors_return=*/true),
       watchdog_(user_comm) {
   ranks_ = comm_.size();
   rank_ = comm_.rank();
   // Local validation; the verdict is agreed on collectively so that every rank throws.
   const std::string verdict = validate_groups(groups);  // sets groups_: before the call
   agree_on_groups(verdict, groups_.get(), num_groups_, who, comm_.get());
-  wire_ctx_ = {comm_.get(), pair_type_.get(), &node_comms_};
+  wire_ctx_ = {comm_.get(), pair_type_.get(), &node_comms_, phased_comm_.get(), 0};
   init_groups(groups_.get(), num_groups_, staging_);
   init_driver_state();
   start_progress(node_ranks());
@@ -163,6 +166,7 @@ std::string EngineImpl::make_group_set(const std::vector<GroupBuffers>& groups,
   if (out.count == 0) return "no groups given";
   out.states.reset(new GroupState[groups.size()]);
   bool host_only = false;
+  long long tags = 0;
   WireSetup setup;
   setup.ranks = ranks_;
   setup.unequal_nodes = node_comms_.unequal();
@@ -181,7 +185,16 @@ std::string EngineImpl::make_group_set(const std::vector<GroupBuffers>& groups,
     std::string err = s.wire->check(g, setup);
     if (!err.empty()) return err;
     host_only |= s.wire->host_only();
+    tags += s.wire->tags();
   }
+  // Each phased group's tags on the one phased communicator: refused past its MPI_TAG_UB
+  // (the same on every rank) rather than wrapped onto another group's.
+  const int tag_ub = tag_upper_bound(phased_comm_.get());
+  if (tags > 0 && tags - 1 > static_cast<long long>(tag_ub))
+    return std::to_string(tags) + " tags needed by the phased groups (" +
+           std::to_string(SparseAllreduce::tags) +
+           " per sparse-allreduce group) exceed the communicator's MPI_TAG_UB = " +
+           std::to_string(tag_ub) + ": merge groups, or use an MPI with a larger tag bound";
   out.staging = options_.buffer_space == MemorySpace::device && (!gpu_aware_ || host_only);
   if (out.staging && (!options_.copy_to_host || !options_.copy_to_device))
     return "options.buffer_space is device and MPI is not GPU-aware, but options.copy_to_host / "
@@ -201,19 +214,22 @@ void EngineImpl::agree_on_groups(const std::string& local_error, const GroupStat
                 " to " + std::to_string(mx[0]) + "; this rank has " + std::to_string(count) + ")");
   if (mx[1] != mn[1]) throw Error(prefix + "ranks disagree on options.variable_counts");
   // Every k, every kind, then every wire's extent (a dense group's size): a group sparse on
-  // one rank and dense on another would post an allgather against an allreduce.
+  // one rank and dense on another would post an allgather against an allreduce; and how
+  // every wire splits its posts.
   const auto G = static_cast<std::size_t>(count);
   std::vector<std::uint64_t> ks;
   for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].k);
   for (std::size_t g = 0; g < G; ++g) ks.push_back(static_cast<std::uint64_t>(states[g].kind));
   for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].wire->extent());
+  for (std::size_t g = 0; g < G; ++g) ks.push_back(states[g].wire->post_limit());
   max_min(comm_.get(), ks, mx, mn);
   for (std::size_t i = 0; i < ks.size(); ++i)
     if (mx[i] != mn[i])
       throw Error(prefix + "ranks disagree on " +
                   (i < G       ? "k"
                    : i < 2 * G ? "the collective (GroupBuffers::kind)"
-                               : "the collective (dense or sparse-allreduce size)") +
+                   : i < 3 * G ? "the collective (dense or sparse-allreduce size)"
+                               : "the elements per post (OMGS_MAX_POST_COUNT)") +
                   " of group " + std::to_string(i % G) + " (" + std::to_string(mn[i]) + " to " +
                   std::to_string(mx[i]) + "; rank " + std::to_string(rank_) + " has " +
                   std::to_string(ks[i]) + ")");
@@ -223,6 +239,7 @@ void EngineImpl::agree_on_groups(const std::string& local_error, const GroupStat
 /// phased wire's communicator), after agree_on_groups.
 void EngineImpl::init_groups(GroupState* states, int count, bool staging) {
   const auto P = static_cast<std::size_t>(ranks_);
+  WireContext ctx = wire_ctx_;  // tag_base: the phased groups' tags one after another
   for (int g = 0; g < count; ++g) {
     GroupState& s = states[static_cast<std::size_t>(g)];
     const int k = static_cast<int>(s.k);
@@ -232,7 +249,8 @@ void EngineImpl::init_groups(GroupState* states, int count, bool staging) {
     s.send_count = k;
     s.total = k * ranks_;
     s.last_submit_s = s.last_post_s = s.last_complete_s = epoch_s_;
-    s.wire->init(wire_ctx_, staging, ranks_);
+    s.wire->init(ctx, staging, ranks_);
+    ctx.tag_base += s.wire->tags();
   }
 }
 

@@ -24,7 +24,6 @@ void SparseAllreduce::Impl::post_sends() {
   displs(send_counts, send_displs, "this rank's pairs");
   stats = {};
   stats.rounds = 1;
-  error_from = -1;
   const auto me = static_cast<std::size_t>(rank);
   probed.assign(static_cast<std::size_t>(size), 0);
   probed[me] = 1;
@@ -39,10 +38,9 @@ void SparseAllreduce::Impl::post_sends() {
     // Every peer gets a message, empty where it has no pairs: its size is the count.
     for (int i = 1; i < size; ++i) {
       const auto d = static_cast<std::size_t>((rank + i) % size);
-      check(
-          MPI_Isend(binned.data() + send_displs[d], send_counts[d], pair_type, static_cast<int>(d),
-                    local_error.empty() ? kPairsTag : kErrorTag, comm.get(), next_request()),
-          "MPI_Isend of a region's pairs");
+      check(MPI_Isend(binned.data() + send_displs[d], send_counts[d], pair_type,
+                      static_cast<int>(d), tag_base + kPairsTag, comm, next_request()),
+            "MPI_Isend of a region's pairs");
       stats.bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
       stats.pairs_sent += static_cast<std::uint64_t>(send_counts[d]);
       stats.pair_bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
@@ -51,27 +49,30 @@ void SparseAllreduce::Impl::post_sends() {
   phase = Phase::counts;
 }
 
-bool SparseAllreduce::Impl::probe_all() {
+bool SparseAllreduce::Impl::probe_all(int tag, MPI_Datatype type, std::vector<int>& counts) {
   int missing = 0;
   for (int r = 0; r < size; ++r) {
     const auto s = static_cast<std::size_t>(r);
     if (probed[s]) continue;
     int flag = 0;
     MPI_Status st;
-    check(MPI_Improbe(r, MPI_ANY_TAG, comm.get(), &flag, &messages[s], &st),
-          "MPI_Improbe of a region's pairs");
+    // The peer's one message of this step: its earlier ones of this tag were taken by earlier
+    // exchanges (MPI does not let messages of one source and tag overtake each other), and
+    // its next exchange's cannot be sent before this rank has taken part in this one's sums.
+    check(MPI_Improbe(r, tag_base + tag, comm, &flag, &messages[s], &st), "MPI_Improbe");
     if (!flag) {
       ++missing;
       continue;
     }
     probed[s] = 1;
     int count = 0;
-    check(MPI_Get_count(&st, compact() ? MPI_UINT32_T : pair_type, &count),
-          "MPI_Get_count of a region's pairs");
-    if (st.MPI_TAG == kErrorTag && error_from < 0) error_from = r;
-    (compact() ? recv_wcounts : recv_counts)[s] = count;
+    check(MPI_Get_count(&st, type, &count), "MPI_Get_count");
+    counts[s] = count;
   }
-  if (missing > 0) return false;
+  return missing == 0;
+}
+
+void SparseAllreduce::Impl::post_pair_receives() {
   if (compact()) {
     post_compact_receives();
   } else {
@@ -90,17 +91,9 @@ bool SparseAllreduce::Impl::probe_all() {
     }
   }
   phase = Phase::pairs;
-  return true;
 }
 
 void SparseAllreduce::Impl::after_pairs() {
-  if (!local_error.empty() || error_from >= 0) {  // every rank knows by now: no pair is used
-    phase = Phase::idle;
-    throw Error(!local_error.empty()
-                    ? local_error
-                    : "omgs: sparse allreduce: rank " + std::to_string(error_from) +
-                          " passed a pair outside the group (see its error)");
-  }
   if (compact()) decode_received();
   stats.region_pairs = received.size();
   sa::reduce_by_index(received, reduced, sort_keys);
@@ -115,29 +108,40 @@ void SparseAllreduce::Impl::post_first_histograms() {
     sa::histogram(reduced, true, static_cast<std::uint32_t>(seed_bin), fine_hist);
     first_round.insert(first_round.end(), fine_hist.begin(), fine_hist.end());
   }
+  // A bad input is named after this sum, when every rank has sent its (empty) messages.
+  first_round.push_back(local_error.empty() ? INT64_MAX : rank);
   const auto bytes = static_cast<std::uint64_t>(first_round.size()) * sizeof(std::int64_t);
   stats.bytes_sent += bytes;
   stats.bytes_received += bytes;
   ++stats.rounds;
-  check(MPI_Iallreduce(MPI_IN_PLACE, first_round.data(), static_cast<int>(first_round.size()),
-                       MPI_INT64_T, MPI_SUM, comm.get(), next_request()),
-        "MPI_Iallreduce of the coarse histogram");
+  check(sum.start(comm, tag_base + kHistTag, first_round.data(),
+                  static_cast<int>(first_round.size()), 1),
+        "the sum of the coarse histogram");
   phase = Phase::coarse;
 }
 
 void SparseAllreduce::Impl::after_first_histograms() {
+  const std::int64_t error_from = first_round.back();
+  first_round.pop_back();
+  if (error_from != INT64_MAX) {  // the same on every rank: no pair is used
+    phase = Phase::idle;
+    throw Error(!local_error.empty()
+                    ? local_error
+                    : "omgs: sparse allreduce: rank " + std::to_string(error_from) +
+                          " passed a pair outside the group (see its error)");
+  }
   const auto bins = static_cast<std::ptrdiff_t>(sa::hist_bins);
   coarse_hist.assign(first_round.begin(), first_round.begin() + bins);
   pick = sa::pick_coarse(coarse_hist, k);
   if (pick.keep_all || pick.keep_none)  // the same on every rank: the histogram is global
-    return post_survivor_counts(sa::threshold_key(pick, fine_hist));
+    return post_survivor_sends(sa::threshold_key(pick, fine_hist));
   const bool hit = seeded && static_cast<std::int64_t>(pick.bin) == seed_bin;
   seed_bin = pick.bin;
   if (!hit) return post_histogram(true);
   // The k-th largest is in the bin the last exchange picked: its fine histogram came along,
   // the same one a second round would sum.
   fine_hist.assign(first_round.begin() + bins, first_round.end());
-  post_survivor_counts(sa::threshold_key(pick, fine_hist));
+  post_survivor_sends(sa::threshold_key(pick, fine_hist));
 }
 
 void SparseAllreduce::Impl::post_histogram(bool fine) {
@@ -147,38 +151,54 @@ void SparseAllreduce::Impl::post_histogram(bool fine) {
   stats.bytes_sent += bytes;
   stats.bytes_received += bytes;
   ++stats.rounds;
-  check(MPI_Iallreduce(MPI_IN_PLACE, hist.data(), static_cast<int>(hist.size()), MPI_INT64_T,
-                       MPI_SUM, comm.get(), next_request()),
-        fine ? "MPI_Iallreduce of the fine histogram" : "MPI_Iallreduce of the coarse histogram");
+  check(sum.start(comm, tag_base + kHistTag, hist.data(), static_cast<int>(hist.size()), 0),
+        fine ? "the sum of the fine histogram" : "the sum of the coarse histogram");
   phase = fine ? Phase::fine : Phase::coarse;
 }
 
-void SparseAllreduce::Impl::post_survivor_counts(std::uint32_t threshold) {
+void SparseAllreduce::Impl::post_survivor_sends(std::uint32_t threshold) {
   sa::select_at_or_above(reduced, threshold, local);
   if (compact()) round_local();
   local_count = static_cast<int>(local.size());
-  recv_counts.assign(static_cast<std::size_t>(size), 0);
-  stats.bytes_sent += sizeof(int);
-  stats.bytes_received += static_cast<std::uint64_t>(size - 1) * sizeof(int);
   ++stats.rounds;
-  check(MPI_Iallgather(&local_count, 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm.get(),
-                       next_request()),
-        "MPI_Iallgather of the survivor counts");
+  const auto me = static_cast<std::size_t>(rank);
+  probed.assign(static_cast<std::size_t>(size), 0);
+  probed[me] = 1;
+  messages.assign(static_cast<std::size_t>(size), MPI_MESSAGE_NULL);
+  recv_counts.assign(static_cast<std::size_t>(size), 0);
+  recv_counts[me] = local_count;
+  if (compact()) {
+    post_compact_survivors();
+  } else {
+    // As the allgather's payload: this region's survivors counted once.
+    stats.bytes_sent += static_cast<std::uint64_t>(local_count) * sizeof(SparsePair);
+    stats.pairs_sent += static_cast<std::uint64_t>(local_count);
+    stats.pair_bytes_sent += static_cast<std::uint64_t>(local_count) * sizeof(SparsePair);
+    for (int i = 1; i < size; ++i)  // the same rotation as step 1's
+      check(MPI_Isend(local.data(), local_count, pair_type, (rank + i) % size,
+                      tag_base + kSurvivorsTag, comm, next_request()),
+            "MPI_Isend of the survivors");
+  }
   phase = Phase::gather_counts;
 }
 
-void SparseAllreduce::Impl::post_survivors() {
-  const int total = displs(recv_counts, recv_displs, "the survivors");
-  ++stats.rounds;
-  survivors.resize(static_cast<std::size_t>(total));
-  if (compact()) return post_compact_survivors();
-  stats.bytes_sent += static_cast<std::uint64_t>(local_count) * sizeof(SparsePair);
-  stats.pairs_sent += static_cast<std::uint64_t>(local_count);
-  stats.pair_bytes_sent += static_cast<std::uint64_t>(local_count) * sizeof(SparsePair);
-  stats.bytes_received += static_cast<std::uint64_t>(total - local_count) * sizeof(SparsePair);
-  check(MPI_Iallgatherv(local.data(), local_count, pair_type, survivors.data(), recv_counts.data(),
-                        recv_displs.data(), pair_type, comm.get(), next_request()),
-        "MPI_Iallgatherv of the survivors");
+void SparseAllreduce::Impl::post_survivor_receives() {
+  if (compact()) {
+    post_compact_survivor_receives();
+  } else {
+    const int total = displs(recv_counts, recv_displs, "the survivors");
+    survivors.resize(static_cast<std::size_t>(total));
+    std::copy(local.begin(), local.end(),
+              survivors.begin() + recv_displs[static_cast<std::size_t>(rank)]);
+    stats.bytes_received += static_cast<std::uint64_t>(total - local_count) * sizeof(SparsePair);
+    for (int r = 0; r < size; ++r) {
+      const auto s = static_cast<std::size_t>(r);
+      if (r == rank) continue;
+      check(MPI_Imrecv(survivors.data() + recv_displs[s], recv_counts[s], pair_type, &messages[s],
+                       next_request()),
+            "MPI_Imrecv of the survivors");
+    }
+  }
   phase = Phase::gather;
 }
 
@@ -209,15 +229,13 @@ void SparseAllreduce::Impl::advance() {
       after_first_histograms();
       break;
     case Phase::fine:
-      post_survivor_counts(sa::threshold_key(pick, fine_hist));
-      break;
-    case Phase::gather_counts:
-      post_survivors();
+      post_survivor_sends(sa::threshold_key(pick, fine_hist));
       break;
     case Phase::gather:
       finish();
       break;
-    case Phase::counts:  // probe_all() leaves it
+    case Phase::counts:  // test() leaves them once every peer's message is probed
+    case Phase::gather_counts:
     case Phase::idle:
     case Phase::done:
       break;
@@ -225,9 +243,24 @@ void SparseAllreduce::Impl::advance() {
 }
 
 SparseAllreduce::SparseAllreduce(MPI_Comm comm, std::uint64_t n, std::uint64_t k, PairWire wire)
-    : impl_(std::make_unique<Impl>(comm, n, k, wire)) {
+    : impl_(std::make_unique<Impl>(comm, false, 0, n, k, wire)) {
+  agree(n, k, wire);
+}
+
+SparseAllreduce::SparseAllreduce(SharedComm shared, std::uint64_t n, std::uint64_t k,
+                                 PairWire wire) {
+  const int top = tag_upper_bound(shared.comm);
+  if (shared.tag_base < 0 || shared.tag_base > top - (tags - 1))
+    throw Error("omgs: sparse allreduce: tags " + std::to_string(shared.tag_base) + ".." +
+                std::to_string(static_cast<long long>(shared.tag_base) + tags - 1) +
+                " are outside the communicator's 0..MPI_TAG_UB = " + std::to_string(top));
+  impl_ = std::make_unique<Impl>(shared.comm, true, shared.tag_base, n, k, wire);
+  agree(n, k, wire);
+}
+
+void SparseAllreduce::agree(std::uint64_t n, std::uint64_t k, PairWire wire) {
   std::vector<std::uint64_t> mine = {n, k, static_cast<std::uint64_t>(wire)}, mx, mn;
-  max_min(impl_->comm.get(), mine, mx, mn);
+  max_min(impl_->comm, mine, mx, mn);
   std::string err;
   if (mx[0] != mn[0] || mx[1] != mn[1])
     err = "omgs: sparse allreduce: the ranks disagree on the group (elements " +
@@ -275,12 +308,29 @@ void SparseAllreduce::start(const SparsePair* pairs, std::size_t count) {
 bool SparseAllreduce::test() {
   Impl& s = *impl_;
   while (s.phase != Phase::idle && s.phase != Phase::done) {
-    // The sends are out; the pairs' receives wait for every peer's message to be probed.
-    if (s.phase == Phase::counts && !s.probe_all()) return false;
+    // The sends are out; the receives wait for every peer's message to be probed.
+    if (s.phase == Phase::counts) {
+      if (!s.probe_all(Impl::kPairsTag, s.compact() ? MPI_UINT32_T : s.pair_type,
+                       s.compact() ? s.recv_wcounts : s.recv_counts))
+        return false;
+      s.post_pair_receives();
+    }
+    if (s.phase == Phase::gather_counts) {
+      if (!s.probe_all(Impl::kSurvivorsTag, s.compact() ? MPI_UINT32_T : s.pair_type,
+                       s.compact() ? s.recv_wcounts : s.recv_counts))
+        return false;
+      s.post_survivor_receives();
+    }
     int flag = 0;
-    s.check(MPI_Testall(static_cast<int>(s.requests.size()), s.requests.data(), &flag,
-                        MPI_STATUSES_IGNORE),
-            to_string(s.phase));
+    if (s.phase == Phase::coarse || s.phase == Phase::fine) {
+      bool done = false;
+      s.check(s.sum.test(done), to_string(s.phase));
+      flag = done ? 1 : 0;
+    } else {
+      s.check(MPI_Testall(static_cast<int>(s.requests.size()), s.requests.data(), &flag,
+                          MPI_STATUSES_IGNORE),
+              to_string(s.phase));
+    }
     if (!flag) return false;
     s.advance();
   }
@@ -322,13 +372,13 @@ const char* SparseAllreduce::to_string(Phase p) noexcept {
     case Phase::pairs:
       return "the regions' pairs, point to point";
     case Phase::coarse:
-      return "MPI_Iallreduce of the coarse histogram";
+      return "the sum of the coarse histogram";
     case Phase::fine:
-      return "MPI_Iallreduce of the fine histogram";
+      return "the sum of the fine histogram";
     case Phase::gather_counts:
-      return "MPI_Iallgather of the survivor counts";
+      return "MPI_Improbe of the survivors";
     case Phase::gather:
-      return "MPI_Iallgatherv of the survivors";
+      return "the survivors, point to point";
     case Phase::done:
       return "done";
   }

@@ -66,8 +66,8 @@ void SparseAllreduce::Impl::post_compact_sends() {
                                             static_cast<std::size_t>(send_counts[d]), values);
       encode_block(l, binned.data() + send_displs[d], bounds[d], words + 1);
     }
-    check(MPI_Isend(words, send_wcounts[d], MPI_UINT32_T, static_cast<int>(d),
-                    local_error.empty() ? kPairsTag : kErrorTag, comm.get(), next_request()),
+    check(MPI_Isend(words, send_wcounts[d], MPI_UINT32_T, static_cast<int>(d), tag_base + kPairsTag,
+                    comm, next_request()),
           "MPI_Isend of a region's pairs");
     const auto block = static_cast<std::uint64_t>(std::max(0, send_wcounts[d] - 1));
     stats.bytes_sent += static_cast<std::uint64_t>(send_wcounts[d]) * 4;
@@ -132,34 +132,66 @@ void SparseAllreduce::Impl::round_local() {
 
 void SparseAllreduce::Impl::post_compact_survivors() {
   const WireValues values = wire_values(wire);
-  const int total = block_displs(
-      static_cast<std::size_t>(size), values, [this](std::size_t r) { return recv_counts[r]; },
-      [this](std::size_t r) { return region_size(static_cast<int>(r)); }, recv_wcounts,
-      recv_wdispls);
-  const int mine = recv_wcounts[static_cast<std::size_t>(rank)];
+  // One message to every peer: this region's survivor count, then their block (none where
+  // there are none).
+  const int block =
+      local_count == 0 ? 0 : static_cast<int>(block_words(region_size(rank), local.size(), values));
+  const int mine = block == 0 ? 0 : 1 + block;
   local_words.resize(static_cast<std::size_t>(mine));
-  if (mine > 0)
+  if (mine > 0) {
+    local_words[0] = static_cast<std::uint32_t>(local_count);
     encode_block(make_pair_layout(region_size(rank), local.size(), values), local.data(),
-                 bounds[static_cast<std::size_t>(rank)], local_words.data());
-  gather_words.resize(static_cast<std::size_t>(total));
-  stats.bytes_sent += static_cast<std::uint64_t>(mine) * 4;
-  stats.bytes_received += static_cast<std::uint64_t>(total - mine) * 4;
+                 bounds[static_cast<std::size_t>(rank)], local_words.data() + 1);
+  }
+  recv_wcounts.assign(static_cast<std::size_t>(size), 0);
+  recv_wcounts[static_cast<std::size_t>(rank)] = mine;
+  stats.bytes_sent += static_cast<std::uint64_t>(mine) * 4;  // once, as the allgather's payload
   stats.pairs_sent += static_cast<std::uint64_t>(local_count);
-  stats.pair_bytes_sent += static_cast<std::uint64_t>(mine) * 4;
-  check(MPI_Iallgatherv(local_words.data(), mine, MPI_UINT32_T, gather_words.data(),
-                        recv_wcounts.data(), recv_wdispls.data(), MPI_UINT32_T, comm.get(),
-                        next_request()),
-        "MPI_Iallgatherv of the survivors");
-  phase = Phase::gather;
+  stats.pair_bytes_sent += static_cast<std::uint64_t>(block) * 4;
+  for (int i = 1; i < size; ++i)  // the same rotation as step 1's
+    check(MPI_Isend(local_words.data(), mine, MPI_UINT32_T, (rank + i) % size,
+                    tag_base + kSurvivorsTag, comm, next_request()),
+          "MPI_Isend of the survivors");
+}
+
+void SparseAllreduce::Impl::post_compact_survivor_receives() {
+  const int total = displs(recv_wcounts, recv_wdispls, "the survivors' blocks");
+  const auto me = static_cast<std::size_t>(rank);
+  gather_words.resize(static_cast<std::size_t>(total));
+  std::copy(local_words.begin(), local_words.end(), gather_words.begin() + recv_wdispls[me]);
+  stats.bytes_received += static_cast<std::uint64_t>(total - recv_wcounts[me]) * 4;
+  for (int r = 0; r < size; ++r) {
+    const auto s = static_cast<std::size_t>(r);
+    if (r == rank) continue;
+    check(MPI_Imrecv(gather_words.data() + recv_wdispls[s], recv_wcounts[s], MPI_UINT32_T,
+                     &messages[s], next_request()),
+          "MPI_Imrecv of the survivors");
+  }
 }
 
 void SparseAllreduce::Impl::decode_survivors() {
   const WireValues values = wire_values(wire);
   for (std::size_t r = 0; r < recv_wcounts.size(); ++r) {
+    recv_counts[r] = 0;
     if (recv_wcounts[r] == 0) continue;
+    const std::uint64_t range = region_size(static_cast<int>(r));
+    const std::uint32_t c = gather_words[static_cast<std::size_t>(recv_wdispls[r])];
+    // A block's size follows from its count and its region: a mismatch is a peer's bug.
+    if (c == 0 || c > range ||
+        1 + block_words(range, c, values) != static_cast<std::size_t>(recv_wcounts[r])) {
+      phase = Phase::idle;
+      throw Error("omgs: sparse allreduce: rank " + std::to_string(r) +
+                  " sent a malformed block of survivors");
+    }
+    recv_counts[r] = static_cast<int>(c);
+  }
+  const int total = displs(recv_counts, recv_displs, "the survivors");
+  survivors.resize(static_cast<std::size_t>(total));
+  for (std::size_t r = 0; r < recv_wcounts.size(); ++r) {
+    if (recv_counts[r] == 0) continue;
     const PairLayout l = make_pair_layout(region_size(static_cast<int>(r)),
                                           static_cast<std::size_t>(recv_counts[r]), values);
-    decode_block(l, gather_words.data() + recv_wdispls[r], bounds[r],
+    decode_block(l, gather_words.data() + recv_wdispls[r] + 1, bounds[r],
                  survivors.data() + recv_displs[r]);
   }
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,13 +17,16 @@
 
 #include "comm/collectives.hpp"
 #include "comm/pair_codec.hpp"
+#include "comm/tagged_sum.hpp"
 
 namespace omgs::detail {
 
 struct SparseAllreduce::Impl {
   using Phase = SparseAllreduce::Phase;
 
-  OwnedComm comm;
+  std::unique_ptr<OwnedComm> owned;  // the duplicate, unless the communicator is shared
+  MPI_Comm comm = MPI_COMM_NULL;
+  int tag_base = 0;
   MPI_Datatype pair_type = MPI_DATATYPE_NULL;
   std::uint64_t n = 0, k = 0;
   PairWire wire = PairWire::pairs8;
@@ -36,23 +40,26 @@ struct SparseAllreduce::Impl {
   std::vector<int> send_counts, recv_counts, send_displs, recv_displs;
   std::vector<std::int64_t> coarse_hist, fine_hist;
   // The first histogram round: the coarse histogram, then (seeded) the fine histogram of the
-  // coarse bin the last exchange picked, in one allreduce; seed_bin -1: none yet. The same on
-  // every rank (it comes from the globally summed histogram).
+  // coarse bin the last exchange picked, then the lowest rank whose input was bad (INT64_MAX:
+  // none), in one sum; seed_bin -1: none yet. The same on every rank (it comes from the
+  // globally summed histogram).
   std::vector<std::int64_t> first_round;
   std::int64_t seed_bin = -1;
   bool seeded = false;
   std::vector<std::uint64_t> sort_keys;  // reduce_by_index's scratch
   sparse_allreduce::CoarsePick pick;
   int local_count = 0;
-  std::string local_error;  // this rank's bad input, reported by every rank in after_pairs
-  // Step 1 sends every peer one message (tag kErrorTag, empty, where this rank's input is
-  // bad); the receiver probes each peer's (MPI_Improbe), its size being the count, then
-  // receives it (MPI_Imrecv): no round of its own for the counts.
-  static constexpr int kPairsTag = 0, kErrorTag = 1;
+  std::string local_error;  // this rank's bad input, reported by every rank after the first sum
+  // Steps 1 and 3 send every peer one message (empty where this rank's input is bad or it has
+  // nothing for the peer); the receiver probes each peer's (MPI_Improbe of the step's tag),
+  // its size being the count, then receives it (MPI_Imrecv): no round of its own for the
+  // counts. Each tag is tag_base + one of these.
+  static constexpr int kPairsTag = 0, kHistTag = 1, kSurvivorsTag = 2;
+  static_assert(kSurvivorsTag < SparseAllreduce::tags, "the tags an exchange uses");
   std::vector<char> probed;
   std::vector<MPI_Message> messages;
-  int error_from = -1;  // the lowest rank that sent kErrorTag
   std::vector<MPI_Request> requests;
+  TaggedSum sum;  // the histogram rounds
   Stats stats;
   // The compact pair format: blocks in 32-bit words, their counts and displacements in
   // words per peer, and this region's survivors' rounding errors (index, sum - sent).
@@ -60,14 +67,17 @@ struct SparseAllreduce::Impl {
   std::vector<int> send_wcounts, send_wdispls, recv_wcounts, recv_wdispls;
   std::vector<SparsePair> rounded;
 
-  Impl(MPI_Comm c, std::uint64_t n_, std::uint64_t k_, PairWire w)
-      : comm(c, /*errors_return=*/true),
+  Impl(MPI_Comm c, bool shared, int tags_from, std::uint64_t n_, std::uint64_t k_, PairWire w)
+      : owned(shared ? nullptr : std::make_unique<OwnedComm>(c, /*errors_return=*/true)),
+        comm(shared ? c : owned->get()),
+        tag_base(tags_from),
         n(n_),
         k(k_),
         wire(w),
-        rank(comm.rank()),
-        size(comm.size()),
-        perm(n_) {}
+        perm(n_) {
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+  }
 
   bool compact() const noexcept { return wire != PairWire::pairs8; }
   std::uint64_t region_size(int r) const {
@@ -119,7 +129,8 @@ struct SparseAllreduce::Impl {
       v->reserve(static_cast<std::size_t>(size));
     coarse_hist.reserve(sparse_allreduce::hist_bins);
     fine_hist.reserve(sparse_allreduce::hist_bins);
-    first_round.reserve(2 * sparse_allreduce::hist_bins);
+    first_round.reserve(2 * sparse_allreduce::hist_bins + 1);
+    sum.reserve(2 * sparse_allreduce::hist_bins + 1);
     if (!compact()) return;
     rounded.reserve(most);
     // One block per peer over ranges that together are the group.
@@ -127,18 +138,23 @@ struct SparseAllreduce::Impl {
     // Step 1's blocks each start with their pair count (one word).
     send_words.reserve(blocks_words_bound(n, static_cast<std::size_t>(k), ranks) + ranks);
     recv_words.reserve(blocks_words_bound(n, most, ranks) + ranks);
-    local_words.reserve(blocks_words_bound(n, most, 1));
-    gather_words.reserve(blocks_words_bound(n, most, ranks));
+    // Step 3's blocks each start with their survivor count too.
+    local_words.reserve(blocks_words_bound(n, most, 1) + 1);
+    gather_words.reserve(blocks_words_bound(n, most, ranks) + ranks);
   }
-  void post_sends();             // step 1: bin this rank's pairs, send every peer its region's
-  bool probe_all();              // every peer's message probed: their receives posted (phase pairs)
-  void after_pairs();            // every rank's error reported, or the region reduced
-  void post_first_histograms();  // coarse, with the seeded fine one
+  void post_sends();  // step 1: bin this rank's pairs, send every peer its region's
+  /// Every peer's message of tag_base + tag probed, its size (in `type`) into counts; false
+  /// while one is missing.
+  bool probe_all(int tag, MPI_Datatype type, std::vector<int>& counts);
+  void post_pair_receives();     // step 1's probed messages: their receives (phase pairs)
+  void after_pairs();            // the region reduced
+  void post_first_histograms();  // coarse, with the seeded fine one and the error slot
   void post_histogram(bool fine);
-  void after_first_histograms();  // the threshold, or the fine histogram of another bin
-  void post_survivor_counts(std::uint32_t threshold);
-  void post_survivors();
-  void unpermute(std::vector<SparsePair>& pairs);  // back to indices, sorted by index
+  void after_first_histograms();  // every rank's error reported, or the threshold, or the fine
+                                  // histogram of another bin
+  void post_survivor_sends(std::uint32_t threshold);  // this region's survivors to every peer
+  void post_survivor_receives();                      // step 3's probed messages
+  void unpermute(std::vector<SparsePair>& pairs);     // back to indices, sorted by index
   void finish();
   void advance();  // the requests of `phase` are complete: post the next step
 
@@ -148,9 +164,10 @@ struct SparseAllreduce::Impl {
   void post_compact_receives();   // the probed blocks' receives
   void decode_received();         // the blocks received for this region into `received`
   void round_local();             // this region's survivors as sent; errors into `rounded`
-  void post_compact_survivors();  // the survivors' blocks, MPI_Iallgatherv
-  void decode_survivors();        // every region's block into `survivors`
-  void returned_compact();        // dropped(): what this rank's residual takes back
+  void post_compact_survivors();  // this region's block (a count word first) to every peer
+  void post_compact_survivor_receives();  // the probed blocks' receives
+  void decode_survivors();                // every region's block into `survivors`
+  void returned_compact();                // dropped(): what this rank's residual takes back
 };
 
 }  // namespace omgs::detail

@@ -3,10 +3,17 @@
 // register_wire() from its own files.
 #include "comm/wire.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <string>
+
+#include "comm/environment.hpp"
 
 namespace omgs::detail {
 
@@ -67,7 +74,33 @@ std::string stray_fields(const GroupBuffers& b, unsigned used) {
   return "";
 }
 
+std::atomic<std::uint64_t> g_max_post_count{0};  // 0: the default
+
 }  // namespace
+
+std::uint64_t max_post_count() {
+#if MPI_VERSION >= 4
+  const std::uint64_t most = UINT64_MAX;  // the large-count calls take an MPI_Count
+#else
+  const std::uint64_t most = INT_MAX;
+#endif
+  const std::uint64_t set = g_max_post_count.load(std::memory_order_relaxed);
+  if (set != 0) return std::min(set, most);
+  if (const char* v = env_value("OMGS_MAX_POST_COUNT")) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long x = std::strtoull(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || x == 0 || v[0] == '-')
+      throw Error(std::string("omgs: OMGS_MAX_POST_COUNT='") + v +
+                  "' is not a whole number >= 1 (a test's per-post count limit)");
+    return std::min<std::uint64_t>(x, most);
+  }
+  return most;
+}
+
+void set_max_post_count(std::uint64_t limit) noexcept {
+  g_max_post_count.store(limit, std::memory_order_relaxed);
+}
 
 void refuse_stray_fields(const GroupBuffers& b, unsigned used) {
   const std::string stray = stray_fields(b, used);

@@ -23,12 +23,16 @@ namespace omgs::detail {
 struct GroupState;
 class NodeComms;
 
-/// What every wire posts on: the engine's data communicator and pair datatype.
+/// What every wire posts on: the engine's data communicator and pair datatype; and, for a
+/// phased wire, the communicator that every phased wire of the engine shares, each with its
+/// own tags on it (tag_base .. tag_base + tags() - 1, given out by the engine in group order).
 struct WireContext {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Datatype pair_type = MPI_DATATYPE_NULL;
   /// The node and rail communicators of the two-level wires, and the order of their steps.
   NodeComms* node = nullptr;
+  MPI_Comm phased_comm = MPI_COMM_NULL;
+  int tag_base = 0;
 };
 
 /// What a wire's check() may depend on beside its buffers.
@@ -50,13 +54,17 @@ class Wire {
   /// The wire's other size that every rank must agree on beside k (0 if none): a group
   /// exchanged by different collectives on different ranks must never be posted.
   virtual std::uint64_t extent() const noexcept = 0;
+  /// The most elements the wire passes to one MPI call where it splits its collective over
+  /// several (max_post_count() when it was made; 0 if it never splits): every rank must
+  /// split alike, or their posts would not match.
+  virtual std::uint64_t post_limit() const noexcept { return 0; }
   /// Variable-count mode: whether the counts are exchanged before the data.
   virtual bool exchanges_counts() const noexcept = 0;
   /// Whether the exchange must run on host buffers (staged when they are on the device,
   /// GPU-aware MPI or not).
   virtual bool host_only() const noexcept { return false; }
-  /// At set-up, on every rank in group order (collective for a wire that makes its own
-  /// communicator): host mirrors when the buffers are on the device and MPI is not
+  /// At set-up, on every rank in group order (collective over the phased communicator for a
+  /// wire that uses it): host mirrors when the buffers are on the device and MPI is not
   /// GPU-aware.
   virtual void init(const WireContext& ctx, bool staging, int ranks) = 0;
   /// [S] submit(): this rank's `count` items to the host mirror (staging only).
@@ -65,7 +73,10 @@ class Wire {
   virtual void stage_in(const CopyFunction& to_device, const GroupState& s) noexcept = 0;
   /// [P] posts the group's data collective; returns MPI's code.
   virtual int post(const WireContext& ctx, const GroupState& s, MPI_Request* req) noexcept = 0;
-  /// A phased wire runs its exchange as several steps on a communicator of its own: post()
+  /// Tags the wire's messages use on the phased communicator (WireContext::tag_base): 0 for
+  /// a wire that does not use it.
+  virtual int tags() const noexcept { return 0; }
+  /// A phased wire runs its exchange as several steps on the phased communicator: post()
   /// starts it and leaves *req null, and the driver calls advance() on every pass, beside
   /// MPI_Testsome, until it is done. Other wires complete their one request.
   virtual bool phased() const noexcept { return false; }
@@ -89,6 +100,16 @@ class Wire {
   /// (ProgressEngine::dropped_total); 0 for a wire that gives none back.
   virtual std::size_t dropped() const noexcept { return 0; }
 };
+
+/// The most elements one MPI call of a wire that splits its collective passes (the dense
+/// allreduce's; docs/comm.md, "Large counts"): unlimited where MPI has the large-count calls
+/// (MPI 4: MPI_Iallreduce_c), else INT_MAX. For tests, lower: set_max_post_count(), or the
+/// environment's OMGS_MAX_POST_COUNT, so that the split runs on small buffers. Read when a
+/// wire is made (every rank must have the same; the engine checks). Throws omgs::Error for an
+/// OMGS_MAX_POST_COUNT that is not a whole number >= 1.
+OMGS_EXPORT std::uint64_t max_post_count();
+/// For tests: the limit of wires made from now on (0: the default, as above).
+OMGS_EXPORT void set_max_post_count(std::uint64_t limit) noexcept;
 
 /// The sets of GroupBuffers fields a wire reads.
 enum WireFields : unsigned {

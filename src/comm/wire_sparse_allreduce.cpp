@@ -1,10 +1,11 @@
 // The sparse allreduce's wire: every rank's pairs summed by region and the global top-k of
 // the sums gathered on every rank (SparseAllreduce, include/omgs/detail/sparse_allreduce.hpp).
 // It is phased: post() starts the exchange, and the driver advances it on every pass beside
-// MPI_Testsome until it is done, so its six steps never block the other groups. Its
-// communicator is its own (duplicated collectively at set-up, in group order), so its steps
-// need no place in the plan order of the engine's communicator. It runs on host buffers;
-// device buffers are staged.
+// MPI_Testsome until it is done, so its steps never block the other groups. Its steps are
+// point-to-point messages on the engine's phased communicator, which every sparse-allreduce
+// group shares, each on tags of its own (WireContext::tag_base), so they need no place in
+// the plan order of the engine's communicator nor any order among the groups. It runs on
+// host buffers; device buffers are staged.
 #include <omgs/detail/sparse_allreduce.hpp>
 
 #include <algorithm>
@@ -51,10 +52,12 @@ class SparseAllreduceWire final : public Wire {
   bool exchanges_counts() const noexcept override { return false; }
   bool host_only() const noexcept override { return true; }
   bool phased() const noexcept override { return true; }
+  int tags() const noexcept override { return SparseAllreduce::tags; }
 
   void init(const WireContext& ctx, bool staging, int ranks) override {
     // The ranks agreed on n and k (agree_on_groups): the constructor's check cannot fail.
-    exchange_ = std::make_unique<SparseAllreduce>(ctx.comm, n_, k_, pair_wire_);
+    exchange_ = std::make_unique<SparseAllreduce>(
+        SparseAllreduce::SharedComm{ctx.phased_comm, ctx.tag_base}, n_, k_, pair_wire_);
     capacity_ = k_ * static_cast<std::size_t>(ranks);
     dropped_capacity_ = pair_wire_ == PairWire::pairs8 ? k_ : k_ + capacity_;
     // What arrives is the exchange's own (survivors, dropped): only the send side mirrors.

@@ -41,7 +41,8 @@ CollectiveRow allgather_row() {
   return r;
 }
 
-// One MPI_Iallreduce of the group's floats, from the gradient into the aggregated buffer.
+// One MPI_Iallreduce of the group's floats, from the gradient into the aggregated buffer
+// (several, of consecutive slices, past an int).
 CollectiveRow allreduce_row() {
   CollectiveRow r;
   r.name = "dense";
@@ -53,7 +54,9 @@ CollectiveRow allreduce_row() {
     return 2.0 * (p - 1.0) / p * 4.0 * static_cast<double>(n);
   };
   r.memory_bytes = [](std::uint64_t n, int, double) { return 2.0 * 4.0 * static_cast<double>(n); };
-  r.max_mpi_count = [](std::uint64_t n, int, double) { return n; };
+  // The wire splits a group past an int over several posts (or posts one MPI 4 large-count
+  // call): no post passes more than an int, whatever n (src/comm/wire_allreduce.cpp).
+  r.max_mpi_count = [](std::uint64_t n, int, double) { return std::min(n, mpi_int_count); };
   return r;
 }
 

@@ -11,14 +11,20 @@
 //      neighbour so that no rank is hit by all at once); the receiver probes each peer's
 //      message for its size (MPI_Improbe, then MPI_Imrecv), so the counts take no round of
 //      their own; and each rank sums what it receives for its region;
-//   2. global selection: small histogram allreduces find the magnitude above which about k
+//   2. global selection: small histogram sums over the ranks find the magnitude above which about k
 //      of all reduced entries lie (exact to 2^-11 of the k-th magnitude): a coarse one
 //      finds the bin of the k-th largest and a fine one that bin's entries; the fine
 //      histogram of the bin the last exchange picked travels with the coarse one, so where
 //      the k-th largest stayed in that bin (a threshold that drifts slowly, as training's
 //      does) one round does, and a second (the fine histogram of the new bin) otherwise;
-//   3. the survivors of every region are allgathered (MPI_Iallgather of the counts, then
-//      MPI_Iallgatherv) and mapped back to their indices, so every rank holds the same sums.
+//   3. each rank sends its region's survivors to every peer, whose probe of the message
+//      gives their count, and maps every region's back to their indices, so every rank holds
+//      the same sums.
+//
+// Every step is point-to-point (the histogram sums too: recursive doubling, comm/tagged_sum.hpp),
+// each kind of message on a tag of its own, so that the exchanges of several groups can share one
+// communicator, each with its own tags (SharedComm), advanced in any order: collectives would
+// have to be posted in the same order on every rank.
 //
 // The result is the global top-k of the summed pairs, not the sum of every rank's top-k: a
 // rank's pair whose index did not survive is returned by dropped(), for its residual, so no
@@ -29,7 +35,7 @@
 // owner rounds its survivors' sums, and dropped() carries both rounding errors back. Every step is
 // non-blocking: test() advances the exchange and never waits, so a progress thread can drive it
 // beside other collectives. One exchange at a time per object; its MPI calls use a duplicate of the
-// communicator of its own.
+// communicator of its own, or a communicator shared with other exchanges (SharedComm).
 #pragma once
 
 #include <mpi.h>
@@ -56,8 +62,9 @@ class OMGS_EXPORT SparseAllreduce {
     std::uint64_t survivors = 0;
     std::uint64_t pairs_sent = 0, pair_bytes_sent = 0;
     std::uint64_t region_pairs = 0;
-    /// Dependent rounds (collectives or point-to-point steps, each waiting for the last): 5,
-    /// or 4 where the seeded fine histogram held the threshold (or every entry survives).
+    /// Dependent rounds (point-to-point steps, each waiting for the last; a histogram sum
+    /// counts as one): 4, or 3 where the seeded fine histogram held the threshold (or every
+    /// entry survives).
     std::uint32_t rounds = 0;
   };
   enum class Phase : std::uint8_t {
@@ -66,9 +73,19 @@ class OMGS_EXPORT SparseAllreduce {
     pairs,
     coarse,
     fine,
-    gather_counts,
+    gather_counts,  // the survivors sent; every peer's message probed for its size
     gather,
     done
+  };
+
+  /// Tags an exchange uses on its communicator (from its tag base): the regions' pairs, the
+  /// histogram sums, the survivors.
+  static constexpr int tags = 3;
+  /// A communicator that several exchanges share (no duplicate): this one's messages carry
+  /// the tags tag_base .. tag_base + tags - 1, which nothing else on comm may use.
+  struct SharedComm {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int tag_base = 0;
   };
 
   /// Collective over comm (duplicates it): a group of `n` elements of which about `k` in all
@@ -76,6 +93,11 @@ class OMGS_EXPORT SparseAllreduce {
   /// rank if the ranks disagree on n, k or wire, or if n exceeds 2^32 (indices are 32-bit;
   /// 2^32 - 1 with the compact pair format).
   SparseAllreduce(MPI_Comm comm, std::uint64_t n, std::uint64_t k,
+                  PairWire wire = PairWire::pairs8);
+  /// The same on a shared communicator (collective over shared.comm, in the same order on
+  /// every rank as the other exchanges made on it). Throws omgs::Error on every rank, before
+  /// any collective, if the tags pass the communicator's MPI_TAG_UB or tag_base is negative.
+  SparseAllreduce(SharedComm shared, std::uint64_t n, std::uint64_t k,
                   PairWire wire = PairWire::pairs8);
   ~SparseAllreduce();
   SparseAllreduce(const SparseAllreduce&) = delete;
@@ -111,6 +133,7 @@ class OMGS_EXPORT SparseAllreduce {
   struct Impl;
 
  private:
+  void agree(std::uint64_t n, std::uint64_t k, PairWire wire);  // the ranks' group, checked
   std::unique_ptr<Impl> impl_;
 };
 
