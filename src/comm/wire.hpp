@@ -131,7 +131,7 @@ OMGS_EXPORT std::unique_ptr<Wire> allgatherv_pairs_wire(const GroupBuffers& b);
 OMGS_EXPORT std::unique_ptr<Wire> allreduce_sum_wire(const GroupBuffers& b);
 /// The mean of every rank's 16-bit values on every rank (WireKind::allreduce_mean16,
 /// wire_allreduce16.cpp): dense16_send, dense16_recv, dense_numel, dense_wire and
-/// blocking_allreduce of `b`; a phased wire on a communicator of its own.
+/// blocking_allreduce of `b`; a phased wire, point to point on the phased communicator (two tags).
 OMGS_EXPORT std::unique_ptr<Wire> allreduce_mean16_wire(const GroupBuffers& b);
 /// The sparse allreduce of every rank's pairs (SparseAllreduce, phased): send, recv,
 /// dropped, k and sparse_numel of `b`.

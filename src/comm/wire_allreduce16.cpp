@@ -1,22 +1,23 @@
 // The 16-bit dense wire (WireKind::allreduce_mean16; docs/comm.md, "Dense groups in 16
 // bits"): a reduce-scatter whose partial sums are fp32, then an allgather of 16-bit means.
 // Each rank owns one shard of the group (n / P elements, the first n % P shards one more):
-//   1. MPI_Ialltoallv: every rank's 16-bit values of shard r go to rank r (2 bytes each);
+//   1. every rank's 16-bit values of shard r go to rank r (2 bytes each);
 //   2. rank r widens its shard's P contributions exactly to fp32, sums them in fp32 (in rank
 //      order, so every run rounds alike), divides by P and rounds once to 16 bits (what the
 //      rounding lost, times P, goes to dense16_error: the caller's residual keeps it);
-//   3. MPI_Iallgatherv of the rounded shards: every rank holds every mean.
+//   3. rank r sends its rounded shard to every rank: every rank holds every mean.
 // Each rank sends 2 (P - 1) / P * 2 n bytes, as a ring allreduce of 16-bit values would, but
 // no partial sum is ever rounded to 16 bits: a user-defined MPI op on 16-bit values (the
 // alternative) rounds every pairwise sum, an error that grows with P. The mean (not the sum)
-// is rounded so that fp16 does not overflow where the values do not. Phased, on a
-// communicator of its own (its two steps need no place in the engine's plan order); or, with
-// blocking_allreduce, both steps blocking in post(). It runs on host buffers: the sum is the
-// progress thread's; device buffers are staged.
+// is rounded so that fp16 does not overflow where the values do not. Phased, point to point
+// on the engine's phased communicator with two tags of its own (step 1's and step 3's:
+// WireContext::tag_base), so its steps need no place in the engine's plan order and the
+// engine keeps a fixed number of communicators; with blocking_allreduce, both steps complete
+// in post(). It runs on host buffers: the sum is the progress thread's; device buffers are
+// staged.
 #include <omgs/detail/pair_format_values.hpp>
 
 #include <climits>
-#include <memory>
 #include <vector>
 
 #include "comm/collectives.hpp"
@@ -65,10 +66,13 @@ class AllreduceMean16 final : public Wire {
   bool host_only() const noexcept override { return true; }
   bool phased() const noexcept override { return true; }
   bool blocks() const noexcept override { return blocking_; }
+  int tags() const noexcept override { return 2; }
 
   void init(const WireContext& ctx, bool staging, int ranks) override {
-    comm_ = std::make_unique<OwnedComm>(ctx.comm, true);
-    const int me = comm_->rank();
+    comm_ = ctx.phased_comm;
+    tag_ = ctx.tag_base;
+    MPI_Comm_rank(comm_, &me_);
+    const int me = me_;
     const std::size_t base = numel_ / static_cast<std::size_t>(ranks);
     const std::size_t extra = numel_ % static_cast<std::size_t>(ranks);
     counts_.resize(static_cast<std::size_t>(ranks));
@@ -79,9 +83,6 @@ class AllreduceMean16 final : public Wire {
       at += static_cast<std::size_t>(counts_[r]);
     }
     const int mine = counts_[static_cast<std::size_t>(me)];
-    own_counts_.assign(counts_.size(), mine);
-    own_displs_.resize(counts_.size());
-    for (std::size_t r = 0; r < counts_.size(); ++r) own_displs_[r] = static_cast<int>(r) * mine;
     shards_.assign(static_cast<std::size_t>(mine) * counts_.size(), 0);
     sums_.assign(static_cast<std::size_t>(mine), 0.0f);
     // Staged (or no error buffer): the errors go to a host mirror of this rank's shard.
@@ -97,27 +98,23 @@ class AllreduceMean16 final : public Wire {
     if (s.failed) return;
     buffers_.stage_in(to_device, numel_);
     if (error_ != nullptr && !host_error_.empty())
-      to_device(error_ + displs_[static_cast<std::size_t>(comm_->rank())], host_error_.data(),
+      to_device(error_ + displs_[static_cast<std::size_t>(me_)], host_error_.data(),
                 host_error_.size() * sizeof(float));
   }
   int post(const WireContext& /*ctx*/, const GroupState& /*s*/,
            MPI_Request* req) noexcept override {
     *req = MPI_REQUEST_NULL;
-    if (blocking_) {  // both steps now; advance() reports the group done at once
-      int rc = MPI_Alltoallv(buffers_.mpi_send(), counts_.data(), displs_.data(), MPI_UINT16_T,
-                             shards_.data(), own_counts_.data(), own_displs_.data(), MPI_UINT16_T,
-                             comm_->get());
-      if (rc != MPI_SUCCESS) return rc;
-      reduce_shard();
-      rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_UINT16_T, buffers_.mpi_recv(), counts_.data(),
-                          displs_.data(), MPI_UINT16_T, comm_->get());
-      step_ = rc == MPI_SUCCESS ? Step::done : Step::idle;
-      return rc;
-    }
-    step_ = Step::scatter;
-    return MPI_Ialltoallv(buffers_.mpi_send(), counts_.data(), displs_.data(), MPI_UINT16_T,
-                          shards_.data(), own_counts_.data(), own_displs_.data(), MPI_UINT16_T,
-                          comm_->get(), &request_);
+    int rc = scatter();
+    if (!blocking_ || rc != MPI_SUCCESS) return rc;
+    // Both steps now; advance() reports the group done at once.
+    rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return rc;
+    reduce_shard();
+    rc = gather();
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    step_ = rc == MPI_SUCCESS ? Step::done : Step::idle;
+    return rc;
   }
   int advance(GroupState& /*s*/, bool& done) noexcept override {
     done = false;
@@ -127,7 +124,8 @@ class AllreduceMean16 final : public Wire {
       return MPI_SUCCESS;
     }
     int flag = 0;
-    const int rc = MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+    const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag,
+                               MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS || !flag) return rc;
     if (step_ == Step::gather) {
       step_ = Step::idle;
@@ -135,9 +133,7 @@ class AllreduceMean16 final : public Wire {
       return MPI_SUCCESS;
     }
     reduce_shard();
-    step_ = Step::gather;
-    return MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_UINT16_T, buffers_.mpi_recv(), counts_.data(),
-                           displs_.data(), MPI_UINT16_T, comm_->get(), &request_);
+    return gather();
   }
   std::uint64_t bytes_sent(const GroupState& /*s*/) const noexcept override { return bytes(); }
   std::uint64_t bytes_received(const GroupState& /*s*/) const noexcept override { return bytes(); }
@@ -146,6 +142,45 @@ class AllreduceMean16 final : public Wire {
   enum class Step : std::uint8_t { idle, scatter, gather, done };
 
   std::uint64_t bytes() const noexcept { return numel_ * sizeof(std::uint16_t); }
+
+  /// Step 1 posted: this rank's values of shard r to rank r, shard me from every rank (on
+  /// tag_); requests_ holds the 2 P requests.
+  int scatter() noexcept {
+    const int P = static_cast<int>(counts_.size());
+    const std::size_t mine = sums_.size();
+    requests_.assign(2 * counts_.size(), MPI_REQUEST_NULL);
+    step_ = Step::scatter;
+    for (int r = 0; r < P; ++r) {
+      const auto u = static_cast<std::size_t>(r);
+      int rc = MPI_Irecv(shards_.data() + u * mine, static_cast<int>(mine), MPI_UINT16_T, r, tag_,
+                         comm_, &requests_[u]);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Isend(buffers_.mpi_send() + displs_[u], counts_[u], MPI_UINT16_T, r, tag_, comm_,
+                       &requests_[counts_.size() + u]);
+      if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+  }
+  /// Step 3 posted: this rank's rounded shard to every other rank, theirs into place (on
+  /// tag_ + 1).
+  int gather() noexcept {
+    const int P = static_cast<int>(counts_.size());
+    std::uint16_t* recv = buffers_.mpi_recv();
+    const auto me = static_cast<std::size_t>(me_);
+    requests_.assign(2 * counts_.size(), MPI_REQUEST_NULL);
+    step_ = Step::gather;
+    for (int r = 0; r < P; ++r) {
+      if (r == me_) continue;
+      const auto u = static_cast<std::size_t>(r);
+      int rc =
+          MPI_Irecv(recv + displs_[u], counts_[u], MPI_UINT16_T, r, tag_ + 1, comm_, &requests_[u]);
+      if (rc == MPI_SUCCESS)
+        rc = MPI_Isend(recv + displs_[me], counts_[me], MPI_UINT16_T, r, tag_ + 1, comm_,
+                       &requests_[counts_.size() + u]);
+      if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+  }
 
   /// Step 2: this rank's shard of every rank summed in fp32 (rank order), its mean rounded
   /// once to 16 bits into this rank's place of the received buffer (the allgather's own).
@@ -160,7 +195,7 @@ class AllreduceMean16 final : public Wire {
         for (std::size_t i = 0; i < m; ++i) sums_[i] += pairs::from_fp16(in[i]);
     }
     const float ranks = static_cast<float>(P);
-    std::uint16_t* out = buffers_.mpi_recv() + displs_[static_cast<std::size_t>(comm_->rank())];
+    std::uint16_t* out = buffers_.mpi_recv() + displs_[static_cast<std::size_t>(me_)];
     for (std::size_t i = 0; i < m; ++i) {
       out[i] = brain_ ? pairs::to_bf16(sums_[i] / ranks) : pairs::to_fp16(sums_[i] / ranks);
       own_error_[i] =
@@ -172,15 +207,16 @@ class AllreduceMean16 final : public Wire {
   float* error_;  // the caller's dense16_error (may be null)
   std::size_t numel_;
   bool brain_, format_ok_, stray_, blocking_;
-  std::unique_ptr<OwnedComm> comm_;
-  std::vector<int> counts_, displs_;          // the shards: every rank's sizes and offsets
-  std::vector<int> own_counts_, own_displs_;  // this rank's shard from each rank
-  std::vector<std::uint16_t> shards_;         // [P] P x this rank's shard, as received
-  std::vector<float> sums_;                   // [P] this rank's fp32 partial sums
-  std::vector<float> host_error_;             // [P] the shard's errors when staged (or unused)
-  float* own_error_ = nullptr;                // where reduce_shard writes them
-  MPI_Request request_ = MPI_REQUEST_NULL;    // [P] the step in flight
-  Step step_ = Step::idle;                    // [P]
+  MPI_Comm comm_ = MPI_COMM_NULL;  // the engine's phased communicator (shared)
+  int tag_ = 0;                    // step 1's tag; step 3's is tag_ + 1
+  int me_ = 0;
+  std::vector<int> counts_, displs_;   // the shards: every rank's sizes and offsets
+  std::vector<std::uint16_t> shards_;  // [P] P x this rank's shard, as received
+  std::vector<float> sums_;            // [P] this rank's fp32 partial sums
+  std::vector<float> host_error_;      // [P] the shard's errors when staged (or unused)
+  float* own_error_ = nullptr;         // where reduce_shard writes them
+  std::vector<MPI_Request> requests_;  // [P] the step in flight: receives, then sends
+  Step step_ = Step::idle;             // [P]
 };
 
 }  // namespace
