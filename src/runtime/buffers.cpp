@@ -27,11 +27,7 @@ void RuntimeImpl::check_sizes(const Plan& plan) const {
                   "); use a planner that makes smaller groups (threshold, layerwise)");
     const std::uint64_t k = selected_count(gr.numel, density_now);
     pairs += exchange_footprint(gr.collective, gr.numel, k, static_cast<std::uint64_t>(size),
-                                options.pair_wire);
-    // A 16-bit dense form's send, receive and error buffers (8 bytes per element) and the
-    // wire's shards and sums on the host (2 n + 4 n / P bytes): two 8-byte items an element.
-    if (gr.collective == Collective::dense && dense_wire() != DenseWire::fp32)
-      pairs += 2 * gr.numel;
+                                {options.pair_wire, dense_wire()});
     max_n = std::max<std::uint64_t>(max_n, gr.numel);
   }
   // gradient + residual (two buffers) + aggregated (+ velocity; + a 16-bit gradient type's

@@ -123,8 +123,10 @@ class AllreduceExchange final : public GroupExchange {
 
 /// An upper bound: counted as an allgather group's pairs (the exchange itself works in the
 /// flat buffers, which the check counts per element).
-std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks) {
-  return allgather_footprint(n, k, ranks, PairWire::pairs8);
+std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
+                                  DenseWire dense) {
+  return allgather_footprint(n, k, ranks, PairWire::pairs8) +
+         (dense == DenseWire::fp32 ? 0 : 2 * n);
 }
 
 std::unique_ptr<GroupExchange> make_allreduce_exchange(GroupSlice slice, ExchangeContext& ctx) {

@@ -21,22 +21,29 @@ struct ExchangeRegistry {
   std::mutex mutex;
   std::map<int, ExchangeEntry> entries;
   ExchangeRegistry() {
-    entries[static_cast<int>(Collective::sparse)] = {make_allgather_exchange, allgather_footprint};
+    entries[static_cast<int>(Collective::sparse)] = {
+        make_allgather_exchange,
+        [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, const WireFormats& f) {
+          return allgather_footprint(n, k, ranks, f.pair);
+        }};
     entries[static_cast<int>(Collective::dense)] = {
         [](GroupSlice slice, double /*density*/, ExchangeContext& ctx) {
           return make_allreduce_exchange(std::move(slice), ctx);
         },
-        [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, PairWire /*wire*/) {
-          return allreduce_footprint(n, k, ranks);
+        [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, const WireFormats& f) {
+          return allreduce_footprint(n, k, ranks, f.dense);
         }};
-    entries[static_cast<int>(Collective::sparse_allreduce)] = {make_sparse_allreduce_exchange,
-                                                               sparse_allreduce_footprint};
+    entries[static_cast<int>(Collective::sparse_allreduce)] = {
+        make_sparse_allreduce_exchange,
+        [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, const WireFormats& f) {
+          return sparse_allreduce_footprint(n, k, ranks, f.pair);
+        }};
     entries[static_cast<int>(Collective::allreduce_node)] = {
         [](GroupSlice slice, double /*density*/, ExchangeContext& ctx) {
           return make_allreduce_node_exchange(std::move(slice), ctx);
         },
-        [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, PairWire /*wire*/) {
-          return allreduce_footprint(n, k, ranks);
+        [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, const WireFormats&) {
+          return allreduce_footprint(n, k, ranks);  // the two-level wire is fp32
         }};
   }
 };
@@ -73,10 +80,10 @@ std::unique_ptr<GroupExchange> make_exchange(Collective collective, GroupSlice s
 }
 
 std::uint64_t exchange_footprint(Collective collective, std::uint64_t n, std::uint64_t k,
-                                 std::uint64_t ranks, PairWire wire) {
+                                 std::uint64_t ranks, const WireFormats& formats) {
   const ExchangeEntry e = entry_of(collective);
   // make_exchange() names the group whose collective is unknown.
-  return e.footprint ? e.footprint(n, k, ranks, wire) : 0;
+  return e.footprint ? e.footprint(n, k, ranks, formats) : 0;
 }
 
 void GroupExchange::zero_aggregate() const {

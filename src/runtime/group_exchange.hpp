@@ -137,11 +137,17 @@ void count_pairs(IterationStats& st, std::uint64_t pairs, std::uint64_t bytes);
 /// Makes the exchange of one group of the plan at the density in force.
 using ExchangeFactory = std::function<std::unique_ptr<GroupExchange>(
     GroupSlice slice, double density, ExchangeContext& ctx)>;
+/// The run's formats on the wire (RuntimeOptions::pair_wire; dense_wire resolved for the
+/// gradient type: fp32, bf16 or fp16).
+struct WireFormats {
+  PairWire pair = PairWire::pairs8;
+  DenseWire dense = DenseWire::fp32;
+};
 /// Its buffers, in 8-byte items, for the memory check made before anything is allocated
-/// (buffers.cpp): a group of n elements, k selected per rank, on P ranks, with the pair
-/// wire in force.
-using ExchangeFootprint = std::function<std::uint64_t(std::uint64_t n, std::uint64_t k,
-                                                      std::uint64_t ranks, PairWire wire)>;
+/// (buffers.cpp): a group of n elements, k selected per rank, on P ranks, with the formats
+/// in force.
+using ExchangeFootprint = std::function<std::uint64_t(
+    std::uint64_t n, std::uint64_t k, std::uint64_t ranks, const WireFormats& formats)>;
 /// The registration: `collective`'s exchange and footprint from now on (the built-in
 /// collectives are registered at the first use; registering one again replaces it).
 /// Thread-safe; plan instances built after it use it.
@@ -153,7 +159,8 @@ OMGS_EXPORT std::unique_ptr<GroupExchange> make_exchange(Collective collective, 
                                                          double density, ExchangeContext& ctx);
 /// The registered footprint of `collective` (0 if none is registered).
 OMGS_EXPORT std::uint64_t exchange_footprint(Collective collective, std::uint64_t n,
-                                             std::uint64_t k, std::uint64_t ranks, PairWire wire);
+                                             std::uint64_t k, std::uint64_t ranks,
+                                             const WireFormats& formats);
 
 OMGS_EXPORT std::unique_ptr<GroupExchange> make_allgather_exchange(GroupSlice slice, double density,
                                                                    ExchangeContext& ctx);
@@ -173,8 +180,10 @@ OMGS_EXPORT std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupS
                                                                           ExchangeContext& ctx);
 OMGS_EXPORT std::uint64_t allgather_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
                                               PairWire wire);
-OMGS_EXPORT std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k,
-                                              std::uint64_t ranks);
+/// With a 16-bit dense wire, also its send, receive and error buffers (8 bytes an element)
+/// and the wire's host shards and sums (2 n + 4 n / P bytes): two 8-byte items an element.
+OMGS_EXPORT std::uint64_t allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
+                                              DenseWire dense = DenseWire::fp32);
 OMGS_EXPORT std::uint64_t sparse_allreduce_footprint(std::uint64_t n, std::uint64_t k,
                                                      std::uint64_t ranks, PairWire wire);
 

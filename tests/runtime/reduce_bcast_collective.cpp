@@ -175,7 +175,7 @@ omgs::Collective register_all() {
         return std::unique_ptr<omgs::detail::GroupExchange>(
             std::make_unique<ReduceBcastExchange>(std::move(slice), ctx));
       },
-      [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, omgs::PairWire) {
+      [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, const omgs::detail::WireFormats&) {
         return omgs::detail::allreduce_footprint(n, k, ranks);
       });
   omgs::detail::register_line_calibration("reduce_bcast", {false, calibrate});

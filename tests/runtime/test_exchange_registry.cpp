@@ -49,9 +49,10 @@ TEST_CASE("a plan's groups get the exchange registered for their collective",
         ++made;
         return make_allgather_exchange(std::move(slice), density, ctx);
       },
-      [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, omgs::PairWire wire) {
+      [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
+         const omgs::detail::WireFormats& formats) {
         ++sized;
-        return allgather_footprint(n, k, ranks, wire);
+        return allgather_footprint(n, k, ranks, formats.pair);
       });
   omgs::RuntimeOptions opt;
   opt.density = 0.05;
@@ -65,7 +66,11 @@ TEST_CASE("a plan's groups get the exchange registered for their collective",
     std::mt19937 rng(3);
     CHECK(iterate(rt, rng).status == omgs::Status::ok);
   }
-  register_exchange(omgs::Collective::sparse, make_allgather_exchange, allgather_footprint);
+  register_exchange(  // the built-in one back
+      omgs::Collective::sparse, make_allgather_exchange,
+      [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, const WireFormats& formats) {
+        return allgather_footprint(n, k, ranks, formats.pair);
+      });
   CHECK(made == static_cast<int>(groups));
   CHECK(sized >= static_cast<int>(groups));  // the size check before allocating
 }
@@ -76,7 +81,7 @@ TEST_CASE("a collective nothing registered is refused, naming its group", "[runt
   ExchangeContext ctx;
   CHECK_THROWS_WITH(make_exchange(unknown, GroupSlice{0, 0, 10, "group 0 (layer 'x')"}, 0.1, ctx),
                     Catch::Contains("group 0 (layer 'x') has an unknown collective (99)"));
-  CHECK(exchange_footprint(unknown, 10, 1, 2, omgs::PairWire::pairs8) == 0);
+  CHECK(exchange_footprint(unknown, 10, 1, 2, WireFormats{}) == 0);
 }
 
 TEST_CASE("each group's exchange event in the trace is named by its collective",
@@ -100,4 +105,22 @@ TEST_CASE("each group's exchange event in the trace is named by its collective",
   CHECK(count_of(text, "\"name\": \"sparse allreduce g") == 2 * 2 * groups);  // b + e events
   CHECK(count_of(text, "\"name\": \"allgather g") == 0);
   std::remove(path.c_str());
+}
+
+TEST_CASE("a collective's footprint counts the formats in force", "[runtime][registry]") {
+  using omgs::detail::exchange_footprint;
+  const std::uint64_t n = 10000, k = 10, P = 4;
+  const omgs::detail::WireFormats fp32{omgs::PairWire::pairs8, omgs::DenseWire::fp32};
+  const omgs::detail::WireFormats bf16{omgs::PairWire::pairs8, omgs::DenseWire::bf16};
+  const omgs::detail::WireFormats compact{omgs::PairWire::bf16, omgs::DenseWire::fp32};
+  // A 16-bit dense group: its 16-bit send, receive and error buffers and the wire's host
+  // shards, two 8-byte items an element more.
+  CHECK(exchange_footprint(omgs::Collective::dense, n, k, P, bf16) ==
+        exchange_footprint(omgs::Collective::dense, n, k, P, fp32) + 2 * n);
+  // The pair groups read the pair wire, not the dense one.
+  CHECK(exchange_footprint(omgs::Collective::sparse, n, k, P, bf16) ==
+        exchange_footprint(omgs::Collective::sparse, n, k, P, fp32));
+  CHECK(exchange_footprint(omgs::Collective::sparse, n, k, P, compact) ==
+        omgs::detail::allgather_footprint(n, k, P, omgs::PairWire::bf16));
+  CHECK(exchange_footprint(static_cast<omgs::Collective>(240), n, k, P, fp32) == 0);
 }
