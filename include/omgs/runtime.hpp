@@ -95,11 +95,8 @@ struct RuntimeOptions {
   PinOption progress_pin;  ///< progress thread placement (OMGS_PROGRESS_CPU wins)
   GpuAwareMpi gpu_aware = GpuAwareMpi::automatic;  ///< OMGS_GPU_AWARE_MPI wins
   bool force_inline_progress = false;              ///< no progress thread; finish() drives MPI
-  /// Honour the OMGS_* environment variables (they win over these options):
-  /// OMGS_PROGRESS_CPU, OMGS_GPU_AWARE_MPI, OMGS_TRACE, OMGS_TIMEOUT_S, OMGS_ON_TIMEOUT,
-  /// OMGS_SHUTDOWN_TIMEOUT_S, OMGS_REFIT_ITERATIONS, OMGS_MAX_REPLANS, OMGS_REPLAN_MIN_GAIN,
-  /// OMGS_SPARSE_EXCHANGE, OMGS_DENSE_ALLREDUCE, OMGS_MEMORY_BUDGET, OMGS_RANKS_PER_NODE,
-  /// OMGS_PAIR_WIRE, OMGS_DENSE_WIRE, OMGS_COLLECTIVES.
+  /// Honour the OMGS_* environment variables, which win over these options (the list:
+  /// table of docs/api.md, "Environment variables (read at construction ...").
   bool read_environment = true;
   /// The watchdog: finish() waits this long for a group, then asks every rank how far it
   /// got and reports which ranks have not posted the group (see on_timeout). It also bounds
