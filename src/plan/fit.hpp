@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <omgs/export.hpp>
+
 namespace omgs::detail {
 
 /// y ~ c0 + c1 x with c0, c1 >= 0.
@@ -51,8 +53,8 @@ LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double
 /// fitted in relative error (weights 1 / y^2): the small sizes then decide alpha instead of
 /// being drowned by the absolute noise of the large ones, which made least squares' alpha
 /// vary 10-100x between runs. Non-negative as fit_nonnegative.
-LinearFit fit_latency_bandwidth(const std::vector<double>& x,
-                                const std::vector<std::vector<double>>& samples);
+OMGS_EXPORT LinearFit fit_latency_bandwidth(const std::vector<double>& x,
+                                            const std::vector<std::vector<double>>& samples);
 
 /// The smallest element; v must not be empty.
 double minimum(const std::vector<double>& v);
