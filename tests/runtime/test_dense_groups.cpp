@@ -12,6 +12,7 @@
 
 #include <omgs/runtime.hpp>
 
+#include "dense_test_gradients.hpp"
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
 
@@ -45,23 +46,6 @@ omgs::RuntimeOptions options(omgs::Planner planner, const std::string& perf) {
   return opt;
 }
 
-// Deterministic per (rank, iteration, layer, element), known on every rank.
-float value(int rank, int it, std::size_t l, std::size_t i) {
-  return std::sin(0.37f * float(i) + 1.3f * float(rank) + 0.7f * float(it) + float(l));
-}
-
-void fill(omgs::Runtime& rt, int it) {
-  for (std::size_t l = 0; l < rt.layers().size(); ++l) {
-    std::vector<float> g(rt.layers()[l].numel);
-    for (std::size_t i = 0; i < g.size(); ++i) g[i] = value(world_rank(), it, l, i);
-    omgs_test::copy_to(rt.gradient(l), g);
-  }
-}
-
-void backward(omgs::Runtime& rt) {
-  for (std::size_t l = rt.layers().size(); l-- > 0;) REQUIRE(rt.ready(l) == omgs::Status::ok);
-}
-
 /// Per iteration and layer, the aggregated gradient and residual of an all-sparse run.
 struct SparseRun {
   std::vector<std::vector<std::vector<float>>> agg, res;  // [it][l][i]
@@ -77,8 +61,8 @@ SparseRun run_sparse(const std::string& perf, int iterations) {
   for (const omgs::Group& g : sparse.plan().groups) out.group_numel.push_back(g.numel);
   const std::size_t L = sparse.layers().size();
   for (int it = 0; it < iterations; ++it) {
-    fill(sparse, it);
-    backward(sparse);
+    omgs_test::fill_dense(sparse, it);
+    omgs_test::backward_all(sparse);
     REQUIRE(sparse.finish().status == omgs::Status::ok);
     out.agg.emplace_back(L);
     out.res.emplace_back(L);
@@ -115,15 +99,15 @@ TEST_CASE("dense groups: dense average, sparse as before, no deadlock, mass cons
     applied[l].assign(mixed.layers()[l].numel, 0.0);
   }
   for (int it = 0; it < 4; ++it) {
-    fill(mixed, it);
-    backward(mixed);
+    omgs_test::fill_dense(mixed, it);
+    omgs_test::backward_all(mixed);
     REQUIRE(mixed.finish().status == omgs::Status::ok);
     for (const omgs::Group& gr : plan.groups)
       for (std::size_t l = gr.begin; l < gr.end; ++l) {
         const auto agg = to_host(mixed.aggregated(l));
         const auto res = to_host(mixed.residual(l));
         for (std::size_t i = 0; i < agg.size(); ++i) {
-          for (int r = 0; r < P; ++r) fed[l][i] += value(r, it, l, i);
+          for (int r = 0; r < P; ++r) fed[l][i] += omgs_test::dense_value(r, it, l, i);
           applied[l][i] += double(P) * agg[i];
         }
         if (gr.collective == omgs::Collective::sparse) {
@@ -133,7 +117,7 @@ TEST_CASE("dense groups: dense average, sparse as before, no deadlock, mass cons
         }
         for (std::size_t i = 0; i < agg.size(); ++i) {
           double mean = 0;
-          for (int r = 0; r < P; ++r) mean += value(r, it, l, i);
+          for (int r = 0; r < P; ++r) mean += omgs_test::dense_value(r, it, l, i);
           mean /= P;
           REQUIRE(std::fabs(agg[i] - mean) <= 1e-5 * (1.0 + std::fabs(mean)));
           REQUIRE(res[i] == 0.0f);  // residual untouched
@@ -161,14 +145,14 @@ TEST_CASE("dense groups: a non-finite dense group fails everywhere, mass kept",
   for (const omgs::Group& g : rt.plan().groups)
     if (g.collective == omgs::Collective::dense) dense_layer = g.begin;
   REQUIRE(dense_layer < rt.layers().size());
-  fill(rt, 0);
+  omgs_test::fill_dense(rt, 0);
   const bool poisoned = world_rank() == world_size() - 1;
   if (poisoned) {
     std::vector<float> g = to_host(rt.gradient(dense_layer));
     g[3] = std::nanf("");
     omgs_test::copy_to(rt.gradient(dense_layer), g);
   }
-  backward(rt);
+  omgs_test::backward_all(rt);
   const omgs::IterationStats st = rt.finish();
   CHECK(st.status == omgs::Status::nonfinite_gradient);
   CHECK(rt.plan().groups[std::size_t(st.failed_group)].collective == omgs::Collective::dense);
@@ -177,10 +161,10 @@ TEST_CASE("dense groups: a non-finite dense group fails everywhere, mass kept",
   for (std::size_t i = 0; i < agg.size(); ++i) {
     REQUIRE(agg[i] == 0.0f);
     // A healthy rank keeps its gradient; the poisoned one keeps its residual as it was.
-    REQUIRE(res[i] == (poisoned ? 0.0f : value(world_rank(), 0, dense_layer, i)));
+    REQUIRE(res[i] == (poisoned ? 0.0f : omgs_test::dense_value(world_rank(), 0, dense_layer, i)));
   }
   // Training goes on.
-  fill(rt, 1);
-  backward(rt);
+  omgs_test::fill_dense(rt, 1);
+  omgs_test::backward_all(rt);
   CHECK(rt.finish().status == omgs::Status::ok);
 }

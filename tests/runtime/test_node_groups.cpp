@@ -12,9 +12,12 @@
 
 #include <omgs/runtime.hpp>
 
+#include "dense_test_gradients.hpp"
+#include "group_counts.hpp"
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
 
+using omgs_test::count_collective;
 using omgs_test::to_host;
 using omgs_test::world_rank;
 using omgs_test::world_size;
@@ -48,27 +51,6 @@ omgs::RuntimeOptions options(const std::string& perf, int ranks_per_node, bool a
   return opt;
 }
 
-float value(int rank, int it, std::size_t l, std::size_t i) {
-  return std::sin(0.37f * float(i) + 1.3f * float(rank) + 0.7f * float(it) + float(l));
-}
-
-void fill(omgs::Runtime& rt, int it) {
-  for (std::size_t l = 0; l < rt.layers().size(); ++l) {
-    std::vector<float> g(rt.layers()[l].numel);
-    for (std::size_t i = 0; i < g.size(); ++i) g[i] = value(world_rank(), it, l, i);
-    omgs_test::copy_to(rt.gradient(l), g);
-  }
-}
-
-void backward(omgs::Runtime& rt) {
-  for (std::size_t l = rt.layers().size(); l-- > 0;) REQUIRE(rt.ready(l) == omgs::Status::ok);
-}
-
-std::size_t node_groups(const omgs::Plan& plan) {
-  std::size_t n = 0;
-  for (const omgs::Group& g : plan.groups) n += g.collective == omgs::Collective::allreduce_node;
-  return n;
-}
 }  // namespace
 
 TEST_CASE("two-level groups: opt-in, dense average, mass conserved", "[runtime][node]") {
@@ -76,11 +58,12 @@ TEST_CASE("two-level groups: opt-in, dense average, mass conserved", "[runtime][
   const int P = world_size();
   {
     omgs::Runtime flat(MPI_COMM_WORLD, layers(), options(perf, 0, false));
-    CHECK(node_groups(flat.plan()) == 0);  // not allowed: never chosen
+    CHECK(count_collective(flat.plan().groups, omgs::Collective::allreduce_node) ==
+          0);  // not allowed: never chosen
   }
   const int rpn = P >= 4 ? P / 2 : P;  // 1 to 4 nodes with the other tests' P
   omgs::Runtime rt(MPI_COMM_WORLD, layers(), options(perf, rpn, true));
-  REQUIRE(node_groups(rt.plan()) >= 2);
+  REQUIRE(count_collective(rt.plan().groups, omgs::Collective::allreduce_node) >= 2);
   CHECK(rt.progress_stats().ranks_per_node == rpn);
   const std::size_t L = rt.layers().size();
   std::vector<std::vector<double>> fed(L), applied(L);
@@ -89,8 +72,8 @@ TEST_CASE("two-level groups: opt-in, dense average, mass conserved", "[runtime][
     applied[l].assign(rt.layers()[l].numel, 0.0);
   }
   for (int it = 0; it < 3; ++it) {
-    fill(rt, it);
-    backward(rt);
+    omgs_test::fill_dense(rt, it);
+    omgs_test::backward_all(rt);
     REQUIRE(rt.finish().status == omgs::Status::ok);
     for (const omgs::Group& gr : rt.plan().groups)
       for (std::size_t l = gr.begin; l < gr.end; ++l) {
@@ -98,7 +81,7 @@ TEST_CASE("two-level groups: opt-in, dense average, mass conserved", "[runtime][
         const auto res = to_host(rt.residual(l));
         for (std::size_t i = 0; i < agg.size(); ++i) {
           double mean = 0;
-          for (int r = 0; r < P; ++r) mean += value(r, it, l, i);
+          for (int r = 0; r < P; ++r) mean += omgs_test::dense_value(r, it, l, i);
           fed[l][i] += mean;
           applied[l][i] += agg[i];
           mean /= P;
@@ -125,14 +108,14 @@ TEST_CASE("two-level groups: a non-finite group fails everywhere, mass kept", "[
   for (const omgs::Group& g : rt.plan().groups)
     if (g.collective == omgs::Collective::allreduce_node) layer = g.begin;
   REQUIRE(layer < rt.layers().size());
-  fill(rt, 0);
+  omgs_test::fill_dense(rt, 0);
   const bool poisoned = world_rank() == world_size() - 1;
   if (poisoned) {
     std::vector<float> g = to_host(rt.gradient(layer));
     g[3] = std::nanf("");
     omgs_test::copy_to(rt.gradient(layer), g);
   }
-  backward(rt);
+  omgs_test::backward_all(rt);
   const omgs::IterationStats st = rt.finish();
   CHECK(st.status == omgs::Status::nonfinite_gradient);
   CHECK(rt.plan().groups[std::size_t(st.failed_group)].collective ==
@@ -141,10 +124,10 @@ TEST_CASE("two-level groups: a non-finite group fails everywhere, mass kept", "[
   const auto res = to_host(rt.residual(layer));
   for (std::size_t i = 0; i < agg.size(); ++i) {
     REQUIRE(agg[i] == 0.0f);
-    REQUIRE(res[i] == (poisoned ? 0.0f : value(world_rank(), 0, layer, i)));
+    REQUIRE(res[i] == (poisoned ? 0.0f : omgs_test::dense_value(world_rank(), 0, layer, i)));
   }
-  fill(rt, 1);
-  backward(rt);
+  omgs_test::fill_dense(rt, 1);
+  omgs_test::backward_all(rt);
   CHECK(rt.finish().status == omgs::Status::ok);
 }
 
