@@ -96,6 +96,12 @@ inline long check(const Buffers& b, const ProgressEngine& e, int g, int iter,
   return bad;
 }
 
+/// A dense group's value on `rank` for group g, iteration iter, element i: small multiples
+/// of 1/4, so that the tests' sums over ranks are exact in any order.
+inline float exact_dense_value(int rank, int g, int iter, std::size_t i) {
+  return float(rank + 1) * 0.5f + float(g) + 0.25f * float(iter) + float(i % 7);
+}
+
 inline std::vector<std::size_t> fixed_counts(std::size_t k) {
   return std::vector<std::size_t>(static_cast<std::size_t>(world_size()), k);
 }

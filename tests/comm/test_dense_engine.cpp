@@ -11,25 +11,9 @@
 #include "comm_test_data.hpp"
 #include "omgs_catch.hpp"
 
-namespace {
-int rank_of() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int size_of() {
-  int p = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
-float dense_value(int rank, int g, int iter, std::size_t i) {
-  return float(rank + 1) * 0.5f + float(g) + 0.25f * float(iter) + float(i % 7);  // exact sums
-}
-}  // namespace
-
 TEST_CASE("dense and sparse groups alternate in plan order, fixed and variable counts",
           "[comm][dense]") {
-  const int P = size_of(), me = rank_of();
+  const int P = omgs_test::world_size(), me = omgs_test::world_rank();
   // Even groups dense (n floats), odd groups sparse (k pairs).
   const std::vector<std::size_t> sizes = {1000, 3, 50000, 17, 1, 0, 4096, 5};
   const int G = int(sizes.size());
@@ -67,7 +51,8 @@ TEST_CASE("dense and sparse groups alternate in plan order, fixed and variable c
     long bad = 0;
     for (int iter = 0; iter < 20; ++iter) {
       for (int g = 0; g < G; ++g) {
-        for (std::size_t i = 0; i < dsend[g].size(); ++i) dsend[g][i] = dense_value(me, g, iter, i);
+        for (std::size_t i = 0; i < dsend[g].size(); ++i)
+          dsend[g][i] = omgs_test_comm::exact_dense_value(me, g, iter, i);
         for (std::size_t i = 0; i < psend[g].size(); ++i)
           psend[g][i] = {std::uint32_t(me * 100000 + g * 1000 + int(i)), float(iter)};
       }
@@ -81,7 +66,7 @@ TEST_CASE("dense and sparse groups alternate in plan order, fixed and variable c
         REQUIRE(e.wait(g) == omgs::WaitStatus::ok);
         for (std::size_t i = 0; i < drecv[g].size(); ++i) {
           float sum = 0.0f;
-          for (int r = 0; r < P; ++r) sum += dense_value(r, g, iter, i);
+          for (int r = 0; r < P; ++r) sum += omgs_test_comm::exact_dense_value(r, g, iter, i);
           bad += drecv[g][i] != sum;  // small integers and halves: exact in any order
         }
         for (std::size_t i = 0; i < precv[g].size(); ++i) {
@@ -117,7 +102,7 @@ TEST_CASE("dense group set-up errors on every rank", "[comm][dense]") {
   // A group dense on one rank and sparse on another is refused, not posted.
   omgs::SparsePair pairs[40];
   omgs::GroupBuffers g;
-  if (rank_of() == 0) {
+  if (omgs_test::world_rank() == 0) {
     g.kind = omgs::WireKind::allreduce_sum;
     g.dense_send = x.data();
     g.dense_recv = x.data();

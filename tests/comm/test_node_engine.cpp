@@ -14,19 +14,6 @@
 #include "omgs_catch.hpp"
 
 namespace {
-int rank_of() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int size_of() {
-  int p = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
-float value(int rank, int g, int iter, std::size_t i) {
-  return float(rank + 1) * 0.5f + float(g) + 0.25f * float(iter) + float(i % 7);  // exact sums
-}
 omgs::GroupBuffers dense(omgs::WireKind kind, std::vector<float>& send, std::vector<float>& recv) {
   omgs::GroupBuffers b;
   b.kind = kind;
@@ -38,7 +25,7 @@ omgs::GroupBuffers dense(omgs::WireKind kind, std::vector<float>& send, std::vec
 }  // namespace
 
 TEST_CASE("two-level groups sum exactly on every node shape", "[comm][node]") {
-  const int P = size_of(), me = rank_of();
+  const int P = omgs_test::world_size(), me = omgs_test::world_rank();
   const int rpn = GENERATE(0, 1, 2, 4);  // 0: found by shared memory (one node here)
   if (rpn > P || (rpn > 0 && P % rpn != 0)) return;
   const bool staged = GENERATE(false, true);
@@ -82,7 +69,8 @@ TEST_CASE("two-level groups sum exactly on every node shape", "[comm][node]") {
   long bad = 0;
   for (int iter = 0; iter < 6; ++iter) {
     for (int g = 0; g < G; ++g) {
-      for (std::size_t i = 0; i < send[g].size(); ++i) send[g][i] = value(me, g, iter, i);
+      for (std::size_t i = 0; i < send[g].size(); ++i)
+        send[g][i] = omgs_test_comm::exact_dense_value(me, g, iter, i);
       for (std::size_t i = 0; i < psend[g].size(); ++i)
         psend[g][i] = {std::uint32_t(me * 1000 + int(i)), float(iter)};
     }
@@ -94,7 +82,7 @@ TEST_CASE("two-level groups sum exactly on every node shape", "[comm][node]") {
       REQUIRE(e.wait(g) == omgs::WaitStatus::ok);
       for (std::size_t i = 0; i < recv[g].size(); ++i) {
         float sum = 0.0f;
-        for (int r = 0; r < P; ++r) sum += value(r, g, iter, i);
+        for (int r = 0; r < P; ++r) sum += omgs_test_comm::exact_dense_value(r, g, iter, i);
         bad += recv[g][i] != sum;  // small integers and quarters: exact in any order
       }
       for (std::size_t i = 0; i < precv[g].size(); ++i)
@@ -108,7 +96,7 @@ TEST_CASE("two-level groups sum exactly on every node shape", "[comm][node]") {
 
 TEST_CASE("OMGS_RANKS_PER_NODE sets the node shape; bad shapes fail on every rank",
           "[comm][node]") {
-  const int P = size_of(), me = rank_of();
+  const int P = omgs_test::world_size(), me = omgs_test::world_rank();
   std::vector<float> s(10, 1.0f), r(10, 0.0f);
   const omgs::GroupBuffers g = dense(omgs::WireKind::allreduce_node, s, r);
   omgs::ProgressOptions o;
@@ -151,9 +139,10 @@ TEST_CASE("two-level group set-up errors on every rank", "[comm][node]") {
   CHECK_THROWS_WITH(omgs::ProgressEngine(MPI_COMM_WORLD, {blocking}, o),
                     Catch::Contains("blocking_allreduce is set"));
   // Two-level on one rank, flat on the others: refused, never posted.
-  if (size_of() > 1) {
-    const omgs::GroupBuffers g = dense(
-        rank_of() == 0 ? omgs::WireKind::allreduce_node : omgs::WireKind::allreduce_sum, x, x);
+  if (omgs_test::world_size() > 1) {
+    const omgs::GroupBuffers g = dense(omgs_test::world_rank() == 0 ? omgs::WireKind::allreduce_node
+                                                                    : omgs::WireKind::allreduce_sum,
+                                       x, x);
     CHECK_THROWS_WITH(omgs::ProgressEngine(MPI_COMM_WORLD, {g}, o), Catch::Contains("disagree"));
   }
 }
