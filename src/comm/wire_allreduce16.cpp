@@ -20,7 +20,6 @@
 #include <climits>
 #include <vector>
 
-#include "comm/collectives.hpp"
 #include "comm/engine_impl.hpp"
 #include "comm/staged_buffers.hpp"
 #include "comm/wire.hpp"

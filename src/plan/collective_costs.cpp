@@ -172,6 +172,11 @@ const LineKind& allgather_line() {
   return *k;
 }
 
+double formula_alpha_s(const CollectiveFormula& f, int workers) {
+  const double p = static_cast<double>(workers);
+  return f.alpha_s + f.alpha_log2p_s * std::log2(p) + f.alpha_p_s * (p - 1.0);
+}
+
 std::optional<double> collective_time(const CollectiveCosts& costs, const LineKind& kind,
                                       std::uint64_t numel, int workers, double density,
                                       const LineFormat& format) {
@@ -184,10 +189,8 @@ std::optional<double> collective_time(const CollectiveCosts& costs, const LineKi
     return it->second.alpha_s + beta_term;
   }
   if (!costs.has_formula) return std::nullopt;
-  const CollectiveFormula& f = costs.formula;
-  const double p = static_cast<double>(workers);
-  return f.alpha_s + f.alpha_log2p_s * std::log2(p) + f.alpha_p_s * (p - 1.0) +
-         f.beta_s_per_byte * kind.formula_bytes(numel, workers, density, format);
+  return formula_alpha_s(costs.formula, workers) +
+         costs.formula.beta_s_per_byte * kind.formula_bytes(numel, workers, density, format);
 }
 
 std::optional<CostIssue> check_costs(const CollectiveCosts& costs, const LineKind& kind) {

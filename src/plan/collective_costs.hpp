@@ -61,6 +61,9 @@ std::vector<const LineKind*> line_kinds();
 /// member every alpha-beta document has).
 const LineKind& allgather_line();
 
+/// A formula's latency at P = workers: alpha_s + alpha_log2p_s log2 P + alpha_p_s (P - 1).
+double formula_alpha_s(const CollectiveFormula& f, int workers);
+
 /// The cost for P = workers from the table entry, else the formula; nullopt if neither.
 /// 0 for numel == 0.
 std::optional<double> collective_time(const CollectiveCosts& costs, const LineKind& kind,

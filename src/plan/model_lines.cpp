@@ -3,7 +3,6 @@
 // (collective_costs.hpp), with the sparse allreduce's formula derived from the allgather's
 // and the allreduce's (docs/planner.md, "The third exchange").
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include <omgs/plan.hpp>
@@ -140,10 +139,7 @@ std::optional<AlphaBeta> AlphaBetaModel::line_at(std::string_view name, int work
   const CollectiveCosts& c = it->second.costs;
   if (const auto at = c.table.find(workers); at != c.table.end()) return at->second;
   if (!c.has_formula || workers < 1) return std::nullopt;
-  const CollectiveFormula& f = c.formula;
-  return AlphaBeta{f.alpha_s + f.alpha_log2p_s * std::log2(static_cast<double>(workers)) +
-                       f.alpha_p_s * static_cast<double>(workers - 1),
-                   f.beta_s_per_byte};
+  return AlphaBeta{detail::formula_alpha_s(c.formula, workers), c.formula.beta_s_per_byte};
 }
 
 AlphaBetaModel AlphaBetaModel::from_lines(
