@@ -59,8 +59,8 @@ omgs_jobs() {
   echo "${OMGS_JOBS:-$n}"
 }
 
-# omgs_build BUILD_DIR [extra cmake arguments...]
-omgs_build() {
+# omgs_configure BUILD_DIR [extra cmake arguments...]
+omgs_configure() {
   local dir="$1"
   shift
   omgs_log "configuring in ${dir}"
@@ -69,8 +69,13 @@ omgs_build() {
     cat "$dir.configure.log" >&2
     exit 1
   }
+}
+
+# omgs_build BUILD_DIR [extra cmake arguments...]: configures, then builds every target.
+omgs_build() {
+  omgs_configure "$@"
   omgs_log "building with $(omgs_jobs) jobs"
-  cmake --build "$dir" -j "$(omgs_jobs)"
+  cmake --build "$1" -j "$(omgs_jobs)"
 }
 
 # omgs_ensure_apt_packages PACKAGE...: installs those of the packages that are missing

@@ -66,9 +66,19 @@ else
   # libtorch is not built with the sanitizers: its example runs in the plain builds only.
   # -O1 (with asserts and -g), as the sanitizers' documentation advises: at -O0 the
   # un-inlined Kokkos kernels and planner sweeps dominate the suites' time under CI's limit.
-  omgs_build "$dir" "${args[@]}" -DOMGS_SANITIZE="$sanitize" -DOMGS_ENABLE_BENCHMARKS=OFF \
+  omgs_configure "$dir" "${args[@]}" -DOMGS_SANITIZE="$sanitize" -DOMGS_ENABLE_BENCHMARKS=OFF \
     -DOMGS_ENABLE_TORCH_EXAMPLE=OFF -DCMAKE_BUILD_TYPE=Debug \
     "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" "-DCMAKE_C_FLAGS_DEBUG=-g -O1"
+  # With a selection of tests (e.g. -L threads) only the programs they run are built: a
+  # sanitizer's compile of the other test programs is most of its build's time.
+  if [ $# -gt 0 ]; then
+    mapfile -t targets < <(python3 "$OMGS_ROOT/scripts/tested_targets.py" "$dir" "$@")
+    omgs_log "building the ${#targets[@]} programs the selected tests run, $(omgs_jobs) jobs"
+    cmake --build "$dir" -j "$(omgs_jobs)" --target "${targets[@]}"
+  else
+    omgs_log "building with $(omgs_jobs) jobs"
+    cmake --build "$dir" -j "$(omgs_jobs)"
+  fi
   # Open MPI's own allocations are reported as leaks at exit; they are not omgs'.
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

@@ -18,6 +18,9 @@ TEST_CASE("a group beyond 32-bit indices is named; a model beyond memory is refu
     huge.push_back({"w" + std::to_string(i), (std::uint64_t{1} << 32) - 1, 1e-3});
   omgs::RuntimeOptions opt;
   opt.perf_model = "calibrate";
+  // A fixed dense form: choosing one times allreduces of the groups' size (16 Mi floats),
+  // which the refusals below do not need (a minute under TSan).
+  opt.dense_allreduce = omgs::DenseAllreduce::nonblocking;
   opt.planner = omgs::Planner::single;
   CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, huge, opt),
                     Catch::Contains("more than 32-bit indices address") &&
@@ -46,6 +49,7 @@ TEST_CASE("the memory check counts every rank on the node", "[runtime][limits]")
   for (int i = 0; i < 16; ++i) layers.push_back({"w" + std::to_string(i), numel, 1e-3});
   omgs::RuntimeOptions opt;
   opt.perf_model = "reference";
+  opt.dense_allreduce = omgs::DenseAllreduce::nonblocking;  // no timing of 16 Mi floats
   opt.planner = omgs::Planner::layerwise;
   CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, layers, opt),
                     Catch::Contains("ranks on this node: more than its physical memory"));

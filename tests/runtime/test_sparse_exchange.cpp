@@ -143,19 +143,25 @@ void check_against_reference(omgs::PairWire wire) {
 
 TEST_CASE("sparse allreduce exchange: every rank the same aggregate, equal to the reference",
           "[runtime][sparse_allreduce]") {
+  // Every wire up to 4 ranks; at 8 (oversubscribed 4x in CI, a minute a wire under MPICH)
+  // the 8-byte pairs and one compact form, whose code the other compact forms share.
+  const bool all = world_size() <= 4;
   for (const omgs::PairWire wire :
        {omgs::PairWire::pairs8, omgs::PairWire::fp32, omgs::PairWire::bf16, omgs::PairWire::fp16})
-    check_against_reference(wire);
+    if (all || wire == omgs::PairWire::pairs8 || wire == omgs::PairWire::bf16)
+      check_against_reference(wire);
 }
 
 TEST_CASE("sparse allreduce exchange: no gradient mass is lost over many iterations",
           "[runtime][sparse_allreduce]") {
   const int me = world_rank();
   using W = omgs::PairWire;
+  int config = 0;
   for (const auto& [planner, wire] : {std::make_pair(omgs::Planner::mgs, W::pairs8),
+                                      std::make_pair(omgs::Planner::layerwise, W::fp16),
                                       std::make_pair(omgs::Planner::layerwise, W::pairs8),
-                                      std::make_pair(omgs::Planner::mgs, W::bf16),
-                                      std::make_pair(omgs::Planner::layerwise, W::fp16)}) {
+                                      std::make_pair(omgs::Planner::mgs, W::bf16)}) {
+    if (world_size() > 4 && config++ >= 2) break;  // 8 ranks: one of each planner (as above)
     INFO(omgs::to_string(wire));
     omgs::RuntimeOptions opt = sar_options(0.01, wire);
     opt.planner = planner;
