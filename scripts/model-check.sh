@@ -9,8 +9,9 @@
 #
 # Environment: HOSTS (2 4 8 16), RATES (1gbit 10gbit), SIZES (1e4,1e5,1e6,1e7), DENSITY
 # (0.001), REPS (7), PER_HOST (1: ranks per emulated host), MAIN_HOSTS (2 4), MAIN_MODEL
-# (resnet50), MAIN_PLANNERS (layerwise,single,mgs,optimal,dense), BUILD (build), OUT (a folder
-# for the logs; default a new one). The tables are printed as they come; logs stay in OUT.
+# (resnet50), MAIN_PLANNERS (layerwise,single,mgs,optimal,dense), BENCH_ARGS (more arguments
+# for the benchmark, e.g. --inline), BUILD (build), OUT (a folder for the logs; default a new
+# one). The tables are printed as they come; logs stay in OUT.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -48,7 +49,8 @@ for r in "${rates[@]}"; do
   for n in "${hosts[@]}"; do
     log="$out/collectives.$n.$r.log"
     run "$log" "$n" "$r" "$bench" --sizes "$sizes" --density "${DENSITY:-0.001}" \
-      --reps "${REPS:-7}" --save "$out/model.$n.$r.json" && grep -v '^\[' "$log" || true
+      --reps "${REPS:-7}" --save "$out/model.$n.$r.json" ${BENCH_ARGS:-} &&
+      grep -v '^\[' "$log" || true
   done
   for n in "${main_hosts[@]}"; do
     log="$out/main.$n.$r.log"
@@ -57,4 +59,6 @@ for r in "${rates[@]}"; do
       sed -n '/timed iterations each/,$p' "$log" || true
   done
 done
+python3 "$OMGS_ROOT/scripts/model_check_report.py" "$out" >"$out/collectives.md"
+omgs_log "the collectives' table in Markdown: $out/collectives.md"
 exit "$status"

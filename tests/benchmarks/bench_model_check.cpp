@@ -5,7 +5,9 @@
 // --reps iterations, and its measured communication (post to completion of the group, the
 // slowest rank's) is set beside the plan's predicted one.
 // Usage: mpiexec -n P omgs-bench-model-check [--sizes 1e4,1e5,1e6,1e7] [--density 0.001]
-//          [--reps R=7] [--perf FILE (instead of calibrating)] [--save FILE]
+//          [--reps R=7] [--perf FILE (instead of calibrating)] [--save FILE] [--inline]
+// --inline runs the groups without a progress thread (finish() drives MPI), to separate what
+// the progress thread's scheduling adds where ranks outnumber cores.
 // Prints a row per (collective, wire, elements): predicted, measured min / median / max, the
 // median's error against the prediction, and (8-byte pairs and fp32) the bare MPI operation's
 // median timed the way calibration times it (barrier, call, wait: no progress thread), which
@@ -31,7 +33,7 @@ namespace {
   if (rank == 0)
     std::fprintf(stderr,
                  "omgs-bench-model-check: %s\nusage: omgs-bench-model-check [--sizes N,N,...] "
-                 "[--density D] [--reps R] [--perf FILE] [--save FILE]\n",
+                 "[--density D] [--reps R] [--perf FILE] [--save FILE] [--inline]\n",
                  why.c_str());
   MPI_Finalize();
   std::exit(2);
@@ -43,6 +45,7 @@ struct Args {
   int reps = 7;
   std::string perf;                                 // empty: calibrate
   std::string save = "omgs_model_check_perf.json";  // where the calibrated model goes
+  bool inline_progress = false;
 };
 
 std::vector<std::uint64_t> parse_sizes(const std::string& list) {
@@ -61,6 +64,10 @@ Args parse(int argc, char** argv, int rank) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string o = argv[i];
+    if (o == "--inline") {
+      a.inline_progress = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(rank, "'" + o + "' needs a value");
     const std::string v = argv[++i];
     if (o == "--sizes")
@@ -111,6 +118,7 @@ omgs::RuntimeOptions base_options(const Args& a) {
   opt.backward_times = omgs::BackwardTimes::given;
   opt.read_environment = false;
   opt.dense_allreduce = omgs::DenseAllreduce::nonblocking;
+  opt.force_inline_progress = a.inline_progress;
   return opt;
 }
 
@@ -149,7 +157,8 @@ double median(std::vector<double> v) {
 }
 
 /// The bare operation under case c (8-byte pairs and fp32 only; NaN otherwise): the median
-/// over reps of the slowest rank's call-to-completion, after a barrier, with random pairs.
+/// over reps of the slowest rank's call-to-completion, after a barrier, with k pairs of
+/// distinct random indices and normal values per rank (like the runtime's top-k).
 double bare_s(const Case& c, std::uint64_t n, std::uint64_t k, int reps, int rank) {
   const bool plain = c.collective == omgs::Collective::dense
                          ? c.dense_wire == omgs::DenseWire::fp32
@@ -159,7 +168,11 @@ double bare_s(const Case& c, std::uint64_t n, std::uint64_t k, int reps, int ran
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   std::mt19937 rng(7 + rank);
   std::vector<omgs::SparsePair> pairs(k), all(k * static_cast<std::uint64_t>(P));
-  for (auto& p : pairs) p = {static_cast<std::uint32_t>(rng() % n), 1.0f};
+  std::normal_distribution<float> value(0.0f, 1.0f);  // as the runtime's groups get
+  const std::uint64_t stride = std::max<std::uint64_t>(1, n / std::max<std::uint64_t>(1, k));
+  for (std::uint64_t i = 0; i < k; ++i)  // one index in each stride: distinct, spread over n
+    pairs[i] = {static_cast<std::uint32_t>(std::min(n - 1, i * stride + rng() % stride)),
+                value(rng)};
   std::vector<float> dense(c.collective == omgs::Collective::dense ? n : 0, 1.0f), sum(dense);
   std::unique_ptr<omgs::detail::SparseAllreduce> sar;
   if (c.collective == omgs::Collective::sparse_allreduce)
@@ -242,10 +255,11 @@ int main(int argc, char** argv) {
     const std::string perf = calibrate(a, rank);
     if (rank == 0)
       std::printf(
-          "# P = %d, density %g, %d runs each (the slowest rank's post-to-completion)\n"
+          "# P = %d, density %g, %d runs each (the slowest rank's post-to-completion), %s\n"
           "%-24s %11s %9s %12s %12s %12s %12s %9s %12s\n",
-          size, a.density, a.reps, "collective wire", "elements", "k", "predicted_s", "min_s",
-          "median_s", "max_s", "error", "bare_s");
+          size, a.density, a.reps, a.inline_progress ? "inline progress" : "progress thread",
+          "collective wire", "elements", "k", "predicted_s", "min_s", "median_s", "max_s", "error",
+          "bare_s");
     for (const Case& c : cases())
       for (std::uint64_t n : a.sizes) check(a, perf, c, n, rank);
   } catch (const std::exception& e) {
