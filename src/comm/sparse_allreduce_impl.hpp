@@ -124,21 +124,47 @@ struct SparseAllreduce::Impl {
   /// progress thread's iteration must not), none of it growing with P: a region receives
   /// about k pairs (the permutation spreads them), in a window of 2 k, and holds at most its
   /// n / P distinct sums; about k survive in all. More only where the pairs pile into one
-  /// region (the vectors grow once, to at most the region's size).
+  /// region (the vectors grow once, to at most the region's size). Elements of each vector's
+  /// type; room_items() adds them up, so the footprint is what reserve() takes.
+  struct Room {
+    std::size_t k = 0, window = 1, sums = 0, survivors = 0, received = 0, keys = 0, dropped = 0;
+    std::size_t send_words = 0, recv_words = 0, local_words = 0, gather_words = 0;
+    Room(std::uint64_t n, std::uint64_t k_, int size, bool compact) {
+      k = static_cast<std::size_t>(k_);
+      window = static_cast<std::size_t>(SparseAllreduce::window_pairs(k_));
+      const auto region = static_cast<std::size_t>(n / static_cast<std::uint64_t>(size) + 1);
+      sums = std::min(region, 2 * window);
+      survivors = static_cast<std::size_t>(std::min<std::uint64_t>(n, 2 * k_));
+      // The window (decoded compact blocks take at most two pairs a word), and the scratch of
+      // finish()'s sort of dropped() (compact: k + sums) and of the survivors.
+      received = std::max({compact ? 2 * window : window, k + sums, survivors});
+      keys = compact ? 2 * window : window;
+      dropped = k + (compact ? sums : 0);  // with compact: its region's rounding errors too
+      if (!compact) return;
+      const auto ranks = static_cast<std::size_t>(size);
+      // Step 1's blocks each start with their pair count (one word); the window holds a batch.
+      send_words = blocks_words_bound(n, k, ranks) + ranks;
+      recv_words = window;
+      // Step 3's blocks each start with their survivor count too.
+      local_words = blocks_words_bound(n, sums, 1) + 1;
+      gather_words = blocks_words_bound(n, survivors, ranks) + ranks;
+    }
+    /// In 8-byte items (pairs and keys; words two to an item).
+    std::uint64_t items(bool compact) const {
+      const std::uint64_t words = send_words + recv_words + local_words + gather_words;
+      return 3 * std::uint64_t{k} + received + (compact ? 4 : 3) * std::uint64_t{sums} + survivors +
+             dropped + keys + (words + 1) / 2;
+    }
+  };
   void reserve() {
-    window = static_cast<std::size_t>(SparseAllreduce::window_pairs(k));
-    const std::size_t kk = static_cast<std::size_t>(k);
-    const auto region = static_cast<std::size_t>(n / static_cast<std::uint64_t>(size) + 1);
-    const std::size_t sums = std::min(region, 2 * window);
-    for (auto* v : {&reduced, &fold_scratch, &local}) v->reserve(sums);
-    survivors.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(n, 2 * k)));
-    // received: the window (decoded compact blocks take at most two pairs a word), and
-    // the scratch of finish()'s sort of dropped() (compact: k + sums) and the survivors.
-    received.reserve(std::max(compact() ? 2 * window : window, kk + sums));
-    for (auto* v : {&own, &permuted, &binned}) v->reserve(kk);
-    // dropped(): this rank's pairs, and with the compact format its region's rounding errors.
-    dropped.reserve(kk + (compact() ? sums : 0));
-    sort_keys.reserve(compact() ? 2 * window : window);
+    const Room room(n, k, size, compact());
+    window = room.window;
+    for (auto* v : {&reduced, &fold_scratch, &local}) v->reserve(room.sums);
+    survivors.reserve(room.survivors);
+    received.reserve(room.received);
+    for (auto* v : {&own, &permuted, &binned}) v->reserve(room.k);
+    dropped.reserve(room.dropped);
+    sort_keys.reserve(room.keys);
     requests.reserve(2 * static_cast<std::size_t>(size) + 1);
     send_requests.reserve(static_cast<std::size_t>(size));
     probed.reserve(static_cast<std::size_t>(size));
@@ -151,15 +177,11 @@ struct SparseAllreduce::Impl {
     first_round.reserve(2 * sparse_allreduce::hist_bins + 1);
     sum.reserve(2 * sparse_allreduce::hist_bins + 1);
     if (!compact()) return;
-    rounded.reserve(sums);
-    // One block per peer over ranges that together are the group.
-    const auto ranks = static_cast<std::size_t>(size);
-    // Step 1's blocks each start with their pair count (one word); the window holds a batch.
-    send_words.reserve(blocks_words_bound(n, kk, ranks) + ranks);
-    recv_words.reserve(window);
-    // Step 3's blocks each start with their survivor count too.
-    local_words.reserve(blocks_words_bound(n, sums, 1) + 1);
-    gather_words.reserve(blocks_words_bound(n, survivors.capacity(), ranks) + ranks);
+    rounded.reserve(room.sums);
+    send_words.reserve(room.send_words);
+    recv_words.reserve(room.recv_words);
+    local_words.reserve(room.local_words);
+    gather_words.reserve(room.gather_words);
   }
   void post_sends();  // step 1: bin this rank's pairs, send every peer its region's
   /// Every peer's message of tag_base + tag probed, its size (in `type`) into counts; false

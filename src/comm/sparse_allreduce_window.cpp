@@ -27,6 +27,12 @@ void SparseAllreduce::set_window_pairs(std::uint64_t pairs) noexcept {
   g_window_pairs.store(pairs, std::memory_order_relaxed);
 }
 
+std::uint64_t SparseAllreduce::room_items(std::uint64_t n, std::uint64_t k, int ranks,
+                                          PairWire wire) {
+  const bool compact = wire != PairWire::pairs8;
+  return Impl::Room(n, k, std::max(1, ranks), compact).items(compact);
+}
+
 void SparseAllreduce::Impl::begin_batch() {
   batch_first = next_rank;
   batch_used = 0;

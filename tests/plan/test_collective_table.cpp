@@ -87,11 +87,14 @@ TEST_CASE("collective table: each built-in row's cost and bytes by hand", "[plan
   CHECK(ag.wire_bytes(n, 4, d) == 2400.0);
   CHECK(ar.wire_bytes(n, 4, d) == 60000.0);
   CHECK(sar.wire_bytes(n, 4, d) == 33984.0);
-  // Memory per rank: k (1 + P) pairs; the gradient's send and receive floats; the
-  // allgather's pairs, k survivors and 5 items per element of min(P k, n).
+  // Memory per rank: k (1 + P) pairs; the gradient's send and receive floats; the sparse
+  // allreduce's k (1 + P) pairs, k dropped and its exchange's room: 3 k own, 500 received
+  // (k + 400 sums), 3 x 400 sums, 2 k survivors, 2 k window keys = 2500, none of it P k.
   CHECK(ag.memory_bytes(n, 4, d) == 8.0 * 100 * 5);
   CHECK(ar.memory_bytes(n, 4, d) == 8.0 * 10000);
-  CHECK(sar.memory_bytes(n, 4, d) == 8.0 * (500 + 100 + 5 * 400));
+  CHECK(sar.memory_bytes(n, 4, d) == 8.0 * (500 + 100 + 2500));
+  // At P = 64 the regions (157 elements) bound the sums: 3 k + 257 + 3 x 157 + 200 + 200.
+  CHECK(sar.memory_bytes(n, 64, d) == 8.0 * (6500 + 100 + 300 + 257 + 471 + 200 + 100 + 200));
   // MPI counts: k P pairs; n floats.
   CHECK(ag.max_mpi_count(n, 4, d) == 400);
   CHECK(ar.max_mpi_count(n, 4, d) == 10000);

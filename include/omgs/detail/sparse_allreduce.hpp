@@ -144,6 +144,12 @@ class OMGS_EXPORT SparseAllreduce {
   /// a single larger message is received alone): 2 k (at least 1), or what
   /// set_window_pairs() set when the exchange was made.
   static std::uint64_t window_pairs(std::uint64_t k) noexcept;
+  /// The 8-byte items (pairs, sort keys; 32-bit words two to an item) an exchange of a
+  /// group of n elements, k selected, on `ranks` ranks reserves at set-up (its buffers; the
+  /// O(P) requests and counts left out): about 25 k with 8-byte pairs where n / P >= 4 k,
+  /// less where the regions are smaller, the same at any P. The runtime's footprint of a
+  /// sparse-allreduce group adds it to its own buffers.
+  static std::uint64_t room_items(std::uint64_t n, std::uint64_t k, int ranks, PairWire wire);
   /// For tests: a smaller window makes a region's messages arrive in several batches on few
   /// ranks. 0 restores the default. Read when an exchange is made.
   static void set_window_pairs(std::uint64_t pairs) noexcept;
