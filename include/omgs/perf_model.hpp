@@ -174,11 +174,13 @@ class OMGS_EXPORT AlphaBetaModel final : public PerfModel {
   /// Bytes each rank receives in the allgather of a group of numel elements.
   static double bytes_received(std::uint64_t numel, int workers, double density);
   /// Bytes each rank moves in the sparse allreduce (detail::SparseAllreduce) of a group:
-  ///   (P - 1) / P * (2 k pair_bytes + 32768) + 16 (P - 1),
-  /// its k pairs sent to their regions' owners and about k reduced survivors gathered back
-  /// (2 k pairs of pair_bytes: 8 for the 8-byte pairs, the compact format's bytes per pair
-  /// for RuntimeOptions::pair_wire), two 8 KiB histogram allreduces (ring: 2 * 2 * 8192),
-  /// and the per-peer counts (alltoall and allgather, 8 bytes each way).
+  ///   (P - 1) / P * 2 k pair_bytes + ceil(log2 P) * 16392,
+  /// its k pairs sent to their regions' owners and about k reduced survivors sent back by
+  /// their owners (2 k pairs of pair_bytes: 8 for the 8-byte pairs, the compact format's
+  /// bytes per pair for RuntimeOptions::pair_wire), and the histogram round by recursive
+  /// doubling (each step the coarse and the seeded fine histogram, 2 x 8 KiB, and an error
+  /// slot). The counts are the messages' sizes; a threshold that leaves the seeded bin adds
+  /// a second round of 8 KiB steps, which the model leaves out (training's drifts slowly).
   static double sparse_allreduce_bytes(std::uint64_t numel, int workers, double density,
                                        double pair_bytes = 8.0);
 

@@ -24,6 +24,7 @@ void SparseAllreduce::Impl::post_sends() {
   displs(send_counts, send_displs, "this rank's pairs");
   stats = {};
   stats.rounds = 1;
+  send_requests.clear();
   const auto me = static_cast<std::size_t>(rank);
   probed.assign(static_cast<std::size_t>(size), 0);
   probed[me] = 1;
@@ -38,66 +39,41 @@ void SparseAllreduce::Impl::post_sends() {
     // Every peer gets a message, empty where it has no pairs: its size is the count.
     for (int i = 1; i < size; ++i) {
       const auto d = static_cast<std::size_t>((rank + i) % size);
+      send_requests.push_back(MPI_REQUEST_NULL);
       check(MPI_Isend(binned.data() + send_displs[d], send_counts[d], pair_type,
-                      static_cast<int>(d), tag_base + kPairsTag, comm, next_request()),
+                      static_cast<int>(d), tag_base + kPairsTag, comm, &send_requests.back()),
             "MPI_Isend of a region's pairs");
       stats.bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
       stats.pairs_sent += static_cast<std::uint64_t>(send_counts[d]);
       stats.pair_bytes_sent += static_cast<std::uint64_t>(send_counts[d]) * sizeof(SparsePair);
     }
   }
-  phase = Phase::counts;
+  next_rank = 0;
+  reduced.clear();
+  begin_batch();
+}
+
+bool SparseAllreduce::Impl::probe(int r, int tag, MPI_Datatype type, std::vector<int>& counts) {
+  const auto s = static_cast<std::size_t>(r);
+  if (probed[s]) return true;
+  int flag = 0;
+  MPI_Status st;
+  // The peer's one message of this step: its earlier ones of this tag were taken by earlier
+  // exchanges (MPI does not let messages of one source and tag overtake each other), and
+  // its next exchange's cannot be sent before this rank has taken part in this one's sums.
+  check(MPI_Improbe(r, tag_base + tag, comm, &flag, &messages[s], &st), "MPI_Improbe");
+  if (!flag) return false;
+  probed[s] = 1;
+  int count = 0;
+  check(MPI_Get_count(&st, type, &count), "MPI_Get_count");
+  counts[s] = count;
+  return true;
 }
 
 bool SparseAllreduce::Impl::probe_all(int tag, MPI_Datatype type, std::vector<int>& counts) {
   int missing = 0;
-  for (int r = 0; r < size; ++r) {
-    const auto s = static_cast<std::size_t>(r);
-    if (probed[s]) continue;
-    int flag = 0;
-    MPI_Status st;
-    // The peer's one message of this step: its earlier ones of this tag were taken by earlier
-    // exchanges (MPI does not let messages of one source and tag overtake each other), and
-    // its next exchange's cannot be sent before this rank has taken part in this one's sums.
-    check(MPI_Improbe(r, tag_base + tag, comm, &flag, &messages[s], &st), "MPI_Improbe");
-    if (!flag) {
-      ++missing;
-      continue;
-    }
-    probed[s] = 1;
-    int count = 0;
-    check(MPI_Get_count(&st, type, &count), "MPI_Get_count");
-    counts[s] = count;
-  }
+  for (int r = 0; r < size; ++r) missing += probe(r, tag, type, counts) ? 0 : 1;
   return missing == 0;
-}
-
-void SparseAllreduce::Impl::post_pair_receives() {
-  if (compact()) {
-    post_compact_receives();
-  } else {
-    const int total = displs(recv_counts, recv_displs, "the pairs received for this region");
-    received.resize(static_cast<std::size_t>(total));
-    const auto me = static_cast<std::size_t>(rank);
-    std::copy_n(binned.begin() + send_displs[me], send_counts[me],
-                received.begin() + recv_displs[me]);
-    for (int r = 0; r < size; ++r) {
-      const auto s = static_cast<std::size_t>(r);
-      if (r == rank) continue;
-      check(MPI_Imrecv(received.data() + recv_displs[s], recv_counts[s], pair_type, &messages[s],
-                       next_request()),
-            "MPI_Imrecv of a region's pairs");
-      stats.bytes_received += static_cast<std::uint64_t>(recv_counts[s]) * sizeof(SparsePair);
-    }
-  }
-  phase = Phase::pairs;
-}
-
-void SparseAllreduce::Impl::after_pairs() {
-  if (compact()) decode_received();
-  stats.region_pairs = received.size();
-  sa::reduce_by_index(received, reduced, sort_keys);
-  post_first_histograms();
 }
 
 void SparseAllreduce::Impl::post_first_histograms() {
@@ -223,7 +199,7 @@ void SparseAllreduce::Impl::advance() {
   requests.clear();
   switch (phase) {
     case Phase::pairs:
-      after_pairs();
+      after_batch();
       break;
     case Phase::coarse:
       after_first_histograms();
@@ -309,12 +285,7 @@ bool SparseAllreduce::test() {
   Impl& s = *impl_;
   while (s.phase != Phase::idle && s.phase != Phase::done) {
     // The sends are out; the receives wait for every peer's message to be probed.
-    if (s.phase == Phase::counts) {
-      if (!s.probe_all(Impl::kPairsTag, s.compact() ? MPI_UINT32_T : s.pair_type,
-                       s.compact() ? s.recv_wcounts : s.recv_counts))
-        return false;
-      s.post_pair_receives();
-    }
+    if (s.phase == Phase::counts && !s.fill_batch()) return false;
     if (s.phase == Phase::gather_counts) {
       if (!s.probe_all(Impl::kSurvivorsTag, s.compact() ? MPI_UINT32_T : s.pair_type,
                        s.compact() ? s.recv_wcounts : s.recv_counts))

@@ -66,58 +66,14 @@ void SparseAllreduce::Impl::post_compact_sends() {
                                             static_cast<std::size_t>(send_counts[d]), values);
       encode_block(l, binned.data() + send_displs[d], bounds[d], words + 1);
     }
+    send_requests.push_back(MPI_REQUEST_NULL);
     check(MPI_Isend(words, send_wcounts[d], MPI_UINT32_T, static_cast<int>(d), tag_base + kPairsTag,
-                    comm, next_request()),
+                    comm, &send_requests.back()),
           "MPI_Isend of a region's pairs");
     const auto block = static_cast<std::uint64_t>(std::max(0, send_wcounts[d] - 1));
     stats.bytes_sent += static_cast<std::uint64_t>(send_wcounts[d]) * 4;
     stats.pairs_sent += static_cast<std::uint64_t>(send_counts[d]);
     stats.pair_bytes_sent += block * 4;
-  }
-}
-
-void SparseAllreduce::Impl::post_compact_receives() {
-  const int got = displs(recv_wcounts, recv_wdispls, "the blocks received for this region");
-  recv_words.resize(static_cast<std::size_t>(got));
-  for (int r = 0; r < size; ++r) {
-    const auto s = static_cast<std::size_t>(r);
-    if (r == rank) continue;
-    check(MPI_Imrecv(recv_words.data() + recv_wdispls[s], recv_wcounts[s], MPI_UINT32_T,
-                     &messages[s], next_request()),
-          "MPI_Imrecv of a region's pairs");
-    stats.bytes_received += static_cast<std::uint64_t>(recv_wcounts[s]) * 4;
-  }
-}
-
-void SparseAllreduce::Impl::decode_received() {
-  const WireValues values = wire_values(wire);
-  const std::uint64_t mine = region_size(rank);
-  const auto me = static_cast<std::size_t>(rank);
-  for (std::size_t s = 0; s < recv_wcounts.size(); ++s) {
-    if (s == me || recv_wcounts[s] == 0) continue;
-    const std::uint32_t c = recv_words[static_cast<std::size_t>(recv_wdispls[s])];
-    // A block's size follows from its count and this region: a mismatch is a peer's bug.
-    if (c == 0 || c > mine ||
-        1 + block_words(mine, c, values) != static_cast<std::size_t>(recv_wcounts[s])) {
-      phase = Phase::idle;
-      throw Error("omgs: sparse allreduce: rank " + std::to_string(s) +
-                  " sent a malformed block for this region");
-    }
-    recv_counts[s] = static_cast<int>(c);
-  }
-  const int total = displs(recv_counts, recv_displs, "the pairs received for this region");
-  received.resize(static_cast<std::size_t>(total));
-  // This rank's own pairs do not travel, but are rounded as if they had.
-  for (int i = 0; i < send_counts[me]; ++i) {
-    SparsePair p = binned[static_cast<std::size_t>(send_displs[me] + i)];
-    p.value = round_to_wire(wire, p.value);
-    received[static_cast<std::size_t>(recv_displs[me] + i)] = p;
-  }
-  for (std::size_t s = 0; s < recv_wcounts.size(); ++s) {
-    if (s == me || recv_counts[s] == 0) continue;
-    const PairLayout l = make_pair_layout(mine, static_cast<std::size_t>(recv_counts[s]), values);
-    decode_block(l, recv_words.data() + recv_wdispls[s] + 1, bounds[me],
-                 received.data() + recv_displs[s]);
   }
 }
 

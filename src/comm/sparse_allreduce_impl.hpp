@@ -37,6 +37,17 @@ struct SparseAllreduce::Impl {
   // own: this rank's pairs as passed; permuted: with permuted indices, as every later step
   // holds them until finish() maps the survivors (and the compact dropped()) back.
   std::vector<SparsePair> own, permuted, binned, received, reduced, local, survivors, dropped;
+  // Step 1's receive side, batch after batch (sparse_allreduce_window.cpp): `received` holds
+  // the batch (its window), `reduced` the sums of the ranks before it, `fold_scratch` the
+  // fold's output. Ranks [batch_first, next_rank) are in the batch, `batch_used` of the
+  // window's units (pairs, or words with the compact format; this rank's own pairs count
+  // as one unit each) taken.
+  std::vector<SparsePair> fold_scratch;
+  std::size_t window = 1, batch_used = 0;
+  int batch_first = 0, next_rank = 0;
+  // Step 1's sends, completed with the last batch: a region's owner receives its peers'
+  // messages a batch at a time, so a batch must not wait for this rank's sends.
+  std::vector<MPI_Request> send_requests;
   std::vector<int> send_counts, recv_counts, send_displs, recv_displs;
   std::vector<std::int64_t> coarse_hist, fine_hist;
   // The first histogram round: the coarse histogram, then (seeded) the fine histogram of the
@@ -109,19 +120,53 @@ struct SparseAllreduce::Impl {
     return static_cast<int>(at);
   }
 
-  /// Room for any exchange, so that a warm exchange never allocates (a progress thread's
-  /// iteration must not): a region receives at most P k pairs, fewer than n distinct.
+  /// Room for an exchange of uniform pairs, so that a warm exchange does not allocate (a
+  /// progress thread's iteration must not), none of it growing with P: a region receives
+  /// about k pairs (the permutation spreads them), in a window of 2 k, and holds at most its
+  /// n / P distinct sums; about k survive in all. More only where the pairs pile into one
+  /// region (the vectors grow once, to at most the region's size). Elements of each vector's
+  /// type; room_items() adds them up, so the footprint is what reserve() takes.
+  struct Room {
+    std::size_t k = 0, window = 1, sums = 0, survivors = 0, received = 0, keys = 0, dropped = 0;
+    std::size_t send_words = 0, recv_words = 0, local_words = 0, gather_words = 0;
+    Room(std::uint64_t n, std::uint64_t k_, int size, bool compact) {
+      k = static_cast<std::size_t>(k_);
+      window = static_cast<std::size_t>(SparseAllreduce::window_pairs(k_));
+      const auto region = static_cast<std::size_t>(n / static_cast<std::uint64_t>(size) + 1);
+      sums = std::min(region, 2 * window);
+      survivors = static_cast<std::size_t>(std::min<std::uint64_t>(n, 2 * k_));
+      // The window (decoded compact blocks take at most two pairs a word), and the scratch of
+      // finish()'s sort of dropped() (compact: k + sums) and of the survivors.
+      received = std::max({compact ? 2 * window : window, k + sums, survivors});
+      keys = compact ? 2 * window : window;
+      dropped = k + (compact ? sums : 0);  // with compact: its region's rounding errors too
+      if (!compact) return;
+      const auto ranks = static_cast<std::size_t>(size);
+      // Step 1's blocks each start with their pair count (one word); the window holds a batch.
+      send_words = blocks_words_bound(n, k, ranks) + ranks;
+      recv_words = window;
+      // Step 3's blocks each start with their survivor count too.
+      local_words = blocks_words_bound(n, sums, 1) + 1;
+      gather_words = blocks_words_bound(n, survivors, ranks) + ranks;
+    }
+    /// In 8-byte items (pairs and keys; words two to an item).
+    std::uint64_t items(bool compact) const {
+      const std::uint64_t words = send_words + recv_words + local_words + gather_words;
+      return 3 * std::uint64_t{k} + received + (compact ? 4 : 3) * std::uint64_t{sums} + survivors +
+             dropped + keys + (words + 1) / 2;
+    }
+  };
   void reserve() {
-    const auto p = static_cast<std::uint64_t>(size);
-    const auto most = static_cast<std::size_t>(std::min(n, p * k));
-    for (auto* v : {&reduced, &local, &survivors}) v->reserve(most);
-    // received is also the scratch of finish()'s sort of dropped() (compact: k + most).
-    received.reserve(most + (compact() ? static_cast<std::size_t>(k) : 0));
-    for (auto* v : {&own, &permuted, &binned}) v->reserve(static_cast<std::size_t>(k));
-    // dropped(): this rank's pairs, and with the compact format its region's rounding errors.
-    dropped.reserve(static_cast<std::size_t>(k) + (compact() ? most : 0));
-    sort_keys.reserve(most);
+    const Room room(n, k, size, compact());
+    window = room.window;
+    for (auto* v : {&reduced, &fold_scratch, &local}) v->reserve(room.sums);
+    survivors.reserve(room.survivors);
+    received.reserve(room.received);
+    for (auto* v : {&own, &permuted, &binned}) v->reserve(room.k);
+    dropped.reserve(room.dropped);
+    sort_keys.reserve(room.keys);
     requests.reserve(2 * static_cast<std::size_t>(size) + 1);
+    send_requests.reserve(static_cast<std::size_t>(size));
     probed.reserve(static_cast<std::size_t>(size));
     messages.reserve(static_cast<std::size_t>(size));
     for (auto* v : {&send_counts, &recv_counts, &send_displs, &recv_displs, &send_wcounts,
@@ -132,22 +177,23 @@ struct SparseAllreduce::Impl {
     first_round.reserve(2 * sparse_allreduce::hist_bins + 1);
     sum.reserve(2 * sparse_allreduce::hist_bins + 1);
     if (!compact()) return;
-    rounded.reserve(most);
-    // One block per peer over ranges that together are the group.
-    const auto ranks = static_cast<std::size_t>(size);
-    // Step 1's blocks each start with their pair count (one word).
-    send_words.reserve(blocks_words_bound(n, static_cast<std::size_t>(k), ranks) + ranks);
-    recv_words.reserve(blocks_words_bound(n, most, ranks) + ranks);
-    // Step 3's blocks each start with their survivor count too.
-    local_words.reserve(blocks_words_bound(n, most, 1) + 1);
-    gather_words.reserve(blocks_words_bound(n, most, ranks) + ranks);
+    rounded.reserve(room.sums);
+    send_words.reserve(room.send_words);
+    recv_words.reserve(room.recv_words);
+    local_words.reserve(room.local_words);
+    gather_words.reserve(room.gather_words);
   }
   void post_sends();  // step 1: bin this rank's pairs, send every peer its region's
   /// Every peer's message of tag_base + tag probed, its size (in `type`) into counts; false
   /// while one is missing.
   bool probe_all(int tag, MPI_Datatype type, std::vector<int>& counts);
-  void post_pair_receives();     // step 1's probed messages: their receives (phase pairs)
-  void after_pairs();            // the region reduced
+  bool probe(int r, int tag, MPI_Datatype type, std::vector<int>& counts);  // rank r's only
+  // Step 1's receive side (sparse_allreduce_window.cpp).
+  void begin_batch();          // an empty window from rank next_rank on (phase counts)
+  bool fill_batch();           // probes and receives ranks' messages in order while they fit; true
+                               // once the batch is closed (phase pairs)
+  void after_batch();          // the batch folded into the region's sums; the next, or step 2
+  std::size_t decode_batch();  // compact: the batch's blocks (and own pairs) into `received`
   void post_first_histograms();  // coarse, with the seeded fine one and the error slot
   void post_histogram(bool fine);
   void after_first_histograms();  // every rank's error reported, or the threshold, or the fine
@@ -161,8 +207,6 @@ struct SparseAllreduce::Impl {
   // The compact pair format (sparse_allreduce_compact.cpp).
   void sort_segments();           // each region's pairs by index (the blocks need it)
   void post_compact_sends();      // the regions' blocks (a count word first), point to point
-  void post_compact_receives();   // the probed blocks' receives
-  void decode_received();         // the blocks received for this region into `received`
   void round_local();             // this region's survivors as sent; errors into `rounded`
   void post_compact_survivors();  // this region's block (a count word first) to every peer
   void post_compact_survivor_receives();  // the probed blocks' receives

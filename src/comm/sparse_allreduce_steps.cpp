@@ -126,6 +126,29 @@ void reduce_by_index(std::vector<SparsePair>& received, std::vector<SparsePair>&
   reduce_by_index(received, out, keys);
 }
 
+void fold_by_index(const SparsePair* batch, std::size_t count, std::vector<SparsePair>& reduced,
+                   std::vector<std::uint64_t>& keys, std::vector<SparsePair>& scratch) {
+  keys.resize(count);  // (index, position): equal indices in batch order, as reduce_by_index
+  for (std::size_t i = 0; i < count; ++i) keys[i] = std::uint64_t{batch[i].index} << 32 | i;
+  std::sort(keys.begin(), keys.end());
+  scratch.clear();
+  auto r = reduced.cbegin();
+  for (const std::uint64_t key : keys) {
+    const SparsePair& p = batch[static_cast<std::size_t>(key & 0xffffffffu)];
+    for (; r != reduced.cend() && r->index < p.index; ++r) scratch.push_back(*r);
+    if (!scratch.empty() && scratch.back().index == p.index) {
+      scratch.back().value += p.value;
+    } else if (r != reduced.cend() && r->index == p.index) {
+      scratch.push_back(*r++);  // the earlier ranks' sum first, then this rank's value
+      scratch.back().value += p.value;
+    } else {
+      scratch.push_back(p);
+    }
+  }
+  scratch.insert(scratch.end(), r, reduced.cend());
+  reduced.swap(scratch);
+}
+
 void histogram(const std::vector<SparsePair>& reduced, bool fine, std::uint32_t coarse,
                std::vector<std::int64_t>& hist) {
   hist.assign(hist_bins, 0);

@@ -3,6 +3,7 @@
 #include "plan/collective_table.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace omgs::detail {
@@ -60,9 +61,22 @@ CollectiveRow allreduce_row() {
   return r;
 }
 
-// detail::SparseAllreduce (docs/comm.md): the allgather's buffers, the k survivors, and five
-// 8-byte items per element of min(P k, n) for the regions' reduction
-// (exchange_sparse_allreduce.cpp's footprint).
+// The 8-byte items detail::SparseAllreduce reserves with 8-byte pairs (its Room, which
+// SparseAllreduce::room_items sums; the plan module has no MPI, so the formula is repeated
+// here and a runtime test holds the two equal): this rank's pairs three times, the window
+// (2 k) and its sort keys, the received / sort scratch, the region's sums three times (at
+// most min(n / P + 1, 4 k)), about 2 k survivors, k dropped. The same at any P.
+double sparse_allreduce_room(std::uint64_t n, int p, double d) {
+  const double k = k_of(n, d), window = std::max(1.0, 2.0 * k);
+  const double region = std::floor(static_cast<double>(n) / p) + 1.0;
+  const double sums = std::min(region, 2.0 * window);
+  const double survivors = std::min(static_cast<double>(n), 2.0 * k);
+  const double received = std::max({window, k + sums, survivors});
+  return 3.0 * k + received + 3.0 * sums + survivors + k + window;
+}
+
+// detail::SparseAllreduce (docs/comm.md): the exchange's k pairs and room for P k survivors,
+// k dropped, and the engine's room (exchange_sparse_allreduce.cpp's footprint).
 CollectiveRow sparse_allreduce_row() {
   CollectiveRow r;
   r.name = "sparse_allreduce";
@@ -78,7 +92,7 @@ CollectiveRow sparse_allreduce_row() {
   };
   r.memory_bytes = [](std::uint64_t n, int p, double d) {
     const double k = k_of(n, d);
-    return 8.0 * (k * (1.0 + p) + k + 5.0 * std::min(p * k, static_cast<double>(n)));
+    return 8.0 * (k * (1.0 + p) + k + sparse_allreduce_room(n, p, d));
   };
   r.max_mpi_count = pairs_of;
   r.fit_bytes = [](std::uint64_t n, int p, double d, double pair_bytes) {

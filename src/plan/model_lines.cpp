@@ -60,8 +60,13 @@ double AlphaBetaModel::sparse_allreduce_bytes(std::uint64_t numel, int workers, 
                                               double pair_bytes) {
   const double p = static_cast<double>(workers);
   const double k = static_cast<double>(selected_count(numel, density));
-  constexpr double histograms = 2.0 * 2.0 * 8192.0;  // two 8 KiB ring allreduces
-  return (p - 1.0) / p * (2.0 * pair_bytes * k + histograms) + 16.0 * (p - 1.0);
+  // The histogram round (comm/tagged_sum.hpp): recursive doubling, ceil(log2 P) steps each
+  // receiving the coarse and the seeded fine histogram and the error slot (2 x 1024 + 1
+  // int64). The counts travel as the messages' sizes: no bytes of their own.
+  int steps = 0;
+  while ((1LL << steps) < static_cast<long long>(workers)) ++steps;
+  constexpr double histogram_round = (2.0 * 1024.0 + 1.0) * 8.0;
+  return (p - 1.0) / p * 2.0 * pair_bytes * k + steps * histogram_round;
 }
 
 void AlphaBetaModel::derive() {
@@ -76,8 +81,11 @@ void AlphaBetaModel::derive() {
   CollectiveCosts& c = sar.costs;
   if (c.has_formula) return;
   c.has_formula = true;
-  c.formula.alpha_s = 2.0 * ar.formula.alpha_s + 2.0 * ag.formula.alpha_s;
-  c.formula.alpha_log2p_s = 2.0 * ar.formula.alpha_log2p_s + 2.0 * ag.formula.alpha_log2p_s;
+  // docs/planner.md: the pairs' and the survivors' point-to-point rounds as the allgather's
+  // fixed and per-peer terms (one step latency per peer too: the region owners' incast), the
+  // histogram round(s) as one allreduce of log2 P latency.
+  c.formula.alpha_s = ar.formula.alpha_s + 2.0 * ag.formula.alpha_s;
+  c.formula.alpha_log2p_s = ar.formula.alpha_log2p_s;
   c.formula.alpha_p_s = 2.0 * ag.formula.alpha_p_s + ag.formula.alpha_log2p_s;
   c.formula.beta_s_per_byte = std::max(ag.formula.beta_s_per_byte, ar.formula.beta_s_per_byte);
 }

@@ -10,8 +10,10 @@
 // also carry what bf16 / fp16 rounded away (this rank's sent values, its region's sums), so
 // the residual keeps it.
 #include <algorithm>
+#include <climits>
 
 #include <omgs/detail/kokkos_helpers.hpp>
+#include <omgs/detail/sparse_allreduce.hpp>
 
 #include "runtime/exchange_topk.hpp"
 
@@ -94,13 +96,16 @@ class SparseAllreduceExchange final : public TopkExchange {
 
 }  // namespace
 
-/// The allgather's pairs (this rank's, the P k survivors), the dropped pairs, and the
-/// exchange's room (received, reduced, local, survivors and the sort keys: each up to
-/// min(P k, n) 8-byte items, detail/sparse_allreduce); a compact pair wire adds P k dropped
-/// pairs (rounding errors) and its blocks (about 4 more such buffers at most).
+/// This exchange's pairs (this rank's k, room for P k survivors), its dropped pairs (k, and
+/// with a compact pair wire P k more for its region's rounding errors), and the engine's
+/// exchange (SparseAllreduce::room_items: its window, the region's sums, about k survivors;
+/// the same at any P). The survivors' and the compact dropped buffers still grow with P
+/// (docs/comm.md, "Memory independent of P").
 std::uint64_t sparse_allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
                                          PairWire wire) {
-  return k * (1 + ranks) + k + (wire == PairWire::pairs8 ? 5 : 10) * std::min(ranks * k, n);
+  const std::uint64_t dropped = wire == PairWire::pairs8 ? k : k * (1 + ranks);
+  const int p = static_cast<int>(std::min<std::uint64_t>(ranks, INT_MAX));
+  return k * (1 + ranks) + dropped + SparseAllreduce::room_items(n, k, p, wire);
 }
 
 std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice, double density,

@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <omgs/error.hpp>
@@ -148,6 +150,68 @@ TEST_CASE("sparse allreduce: the last exchange's bin seeds the fine histogram, s
   run(all, mine);
   check_result(all, mine, 400 * static_cast<std::uint64_t>(p) + 1);
   CHECK(all.stats().rounds == 3);
+}
+
+TEST_CASE("sparse allreduce: a hot region's P k pairs held in a window of O(k), any P") {
+  // Every rank selects the same k indices, all in rank 0's region (a hot embedding row range
+  // on every rank): rank 0 receives P k pairs, but holds at most its window (2 k pairs and
+  // their sort keys) and the region's k sums before and after a fold, 48 k bytes, on 1, 2,
+  // 3, 4 or 8 ranks alike; the sums stay the rank-order ones, bit for bit.
+  const int r = world_rank(), p = world_size();
+  const std::uint32_t n = 1 << 16;
+  const std::uint64_t k = 256;
+  SparseAllreduce ex(MPI_COMM_WORLD, n, k);
+  const sa::IndexPermutation perm(n);
+  auto mine =
+      random_pairs(k, 0, static_cast<std::uint32_t>(ex.bounds()[1]), 3u + static_cast<unsigned>(r));
+  for (std::size_t i = 0; i < mine.size(); ++i)  // k distinct permuted indices in region 0
+    mine[i].index = static_cast<std::uint32_t>(perm.inverse(i * (ex.bounds()[1] / k)));
+  for (int it = 0; it < 2; ++it) {
+    run(ex, mine);
+    check_result(ex, mine, k);
+    if (r != 0) continue;
+    CHECK(ex.stats().region_pairs == k * static_cast<std::uint64_t>(p));
+    CHECK(ex.stats().region_bytes <= 48 * k);
+    CHECK(ex.stats().batches == static_cast<std::uint32_t>((p + 1) / 2));  // 2 ranks' a batch
+  }
+}
+
+TEST_CASE("sparse allreduce: a small window folds the regions' pairs in many batches, same bits") {
+  const int r = world_rank();
+  const std::uint32_t n = 100000;
+  struct Window {  // the default again, whatever happens
+    explicit Window(std::uint64_t w) { SparseAllreduce::set_window_pairs(w); }
+    ~Window() { SparseAllreduce::set_window_pairs(0); }
+  };
+  for (std::uint64_t window : {1ull, 7ull, 100ull}) {
+    INFO("window " << window);
+    const Window small(window);
+    SparseAllreduce ex(MPI_COMM_WORLD, n, 500);
+    const auto mine = random_pairs(400, 0, n, 21u + static_cast<unsigned>(r));
+    run(ex, mine);
+    check_result(ex, mine, 500);  // the reference's sums, bit for bit
+    // About 400 / P > 7 pairs from each rank: each rank's message in a batch of its own.
+    if (window < 8) CHECK(ex.stats().batches == static_cast<std::uint32_t>(world_size()));
+  }
+  // The compact format's blocks too: the same survivors and dropped() as with the default
+  // window, bit for bit.
+  const auto mine = random_pairs(400, 0, n, 31u + static_cast<unsigned>(r));
+  auto exchange = [&](std::uint64_t window) {
+    const Window w(window);
+    SparseAllreduce ex(MPI_COMM_WORLD, n, 500, omgs::PairWire::bf16);
+    run(ex, mine);
+    return std::make_pair(ex.survivors(), ex.dropped());
+  };
+  const auto whole = exchange(0), small = exchange(7);
+  const auto same = [](const std::vector<SparsePair>& a, const std::vector<SparsePair>& b) {
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) {
+             return x.index == y.index && std::memcmp(&x.value, &y.value, sizeof(float)) == 0;
+           });
+  };
+  CHECK(same(whole.first, small.first));
+  CHECK(same(whole.second, small.second));
+  CHECK(!whole.first.empty());
 }
 
 TEST_CASE("sparse allreduce: disagreement and bad input fail on every rank") {

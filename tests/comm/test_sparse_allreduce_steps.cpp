@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -139,6 +141,39 @@ TEST_CASE("reduce_by_index sums equal indices in rank order and sorts") {
     CHECK(out2[i].value == out[i].value);
   }
   CHECK(again[0].index == 7);
+}
+
+TEST_CASE("fold_by_index over batches of ranks gives reduce_by_index's sums bit for bit") {
+  // 8 ranks' pairs over 50 indices (many shared), magnitudes far apart so that any other
+  // order of the additions rounds differently; -0.0f first for one index (0.0f + -0.0f
+  // would be +0.0f: the fold must start from the first value, not add it to zero).
+  std::mt19937 gen(48);
+  std::uniform_int_distribution<std::uint32_t> index(0, 49);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::vector<std::vector<SparsePair>> ranks(8);
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    for (int i = 0; i < 20; ++i)
+      ranks[r].push_back({index(gen), std::ldexp(mantissa(gen), static_cast<int>(i % 30) - 10)});
+  ranks[0].push_back({50, -0.0f});
+  std::vector<SparsePair> all, reference;
+  for (const auto& r : ranks) all.insert(all.end(), r.begin(), r.end());
+  sa::reduce_by_index(all, reference);
+  for (const std::size_t per_batch : {std::size_t{1}, std::size_t{3}, std::size_t{8}}) {
+    std::vector<SparsePair> reduced, scratch, batch;
+    std::vector<std::uint64_t> keys;
+    for (std::size_t first = 0; first < ranks.size(); first += per_batch) {
+      batch.clear();
+      for (std::size_t r = first; r < std::min(ranks.size(), first + per_batch); ++r)
+        batch.insert(batch.end(), ranks[r].begin(), ranks[r].end());
+      sa::fold_by_index(batch.data(), batch.size(), reduced, keys, scratch);
+    }
+    REQUIRE(reduced.size() == reference.size());
+    for (std::size_t i = 0; i < reduced.size(); ++i) {
+      CHECK(reduced[i].index == reference[i].index);
+      CHECK(std::memcmp(&reduced[i].value, &reference[i].value, sizeof(float)) == 0);
+    }
+    CHECK(std::signbit(reduced.back().value));  // index 50: -0.0f kept
+  }
 }
 
 TEST_CASE("the threshold keeps the k largest magnitudes and the ties of the last fine bin") {

@@ -76,8 +76,8 @@ TEST_CASE("collective table: each built-in row's cost and bytes by hand", "[plan
   // Times: alpha + beta * the table's bytes.
   CHECK(ag.time_s(m, n, 4, d) == Approx(1e-5 + 1e-9 * (4 * 100 * 8)).epsilon(1e-14));
   CHECK(ar.time_s(m, n, 4, d) == Approx(2e-5 + 1e-9 * (4 * 10000)).epsilon(1e-14));
-  // (P-1)/P (2 k 8 + 32768) + 16 (P-1) = 0.75 * 34368 + 48 = 25824 bytes.
-  CHECK(sar.time_s(m, n, 4, d) == Approx(3e-5 + 2e-9 * 25824).epsilon(1e-14));
+  // (P-1)/P 2 k 8 + log2 P histogram steps of 16392 bytes = 0.75 * 1600 + 32784 = 33984.
+  CHECK(sar.time_s(m, n, 4, d) == Approx(3e-5 + 2e-9 * 33984).epsilon(1e-14));
   // Known: the allgather always (check_workers refuses a bad P), the others where given.
   CHECK(ag.known(m, 8));
   CHECK((ar.known(m, 4) && !ar.known(m, 8)));
@@ -86,12 +86,15 @@ TEST_CASE("collective table: each built-in row's cost and bytes by hand", "[plan
   // Wire bytes per rank: (P-1) k 8; 2 (P-1)/P 4 n; the sparse allreduce's.
   CHECK(ag.wire_bytes(n, 4, d) == 2400.0);
   CHECK(ar.wire_bytes(n, 4, d) == 60000.0);
-  CHECK(sar.wire_bytes(n, 4, d) == 25824.0);
-  // Memory per rank: k (1 + P) pairs; the gradient's send and receive floats; the
-  // allgather's pairs, k survivors and 5 items per element of min(P k, n).
+  CHECK(sar.wire_bytes(n, 4, d) == 33984.0);
+  // Memory per rank: k (1 + P) pairs; the gradient's send and receive floats; the sparse
+  // allreduce's k (1 + P) pairs, k dropped and its exchange's room: 3 k own, 500 received
+  // (k + 400 sums), 3 x 400 sums, 2 k survivors, 2 k window keys = 2500, none of it P k.
   CHECK(ag.memory_bytes(n, 4, d) == 8.0 * 100 * 5);
   CHECK(ar.memory_bytes(n, 4, d) == 8.0 * 10000);
-  CHECK(sar.memory_bytes(n, 4, d) == 8.0 * (500 + 100 + 5 * 400));
+  CHECK(sar.memory_bytes(n, 4, d) == 8.0 * (500 + 100 + 2500));
+  // At P = 64 the regions (157 elements) bound the sums: 3 k + 257 + 3 x 157 + 200 + 200.
+  CHECK(sar.memory_bytes(n, 64, d) == 8.0 * (6500 + 100 + 300 + 257 + 471 + 200 + 100 + 200));
   // MPI counts: k P pairs; n floats.
   CHECK(ag.max_mpi_count(n, 4, d) == 400);
   CHECK(ar.max_mpi_count(n, 4, d) == 10000);

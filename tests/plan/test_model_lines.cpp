@@ -74,7 +74,7 @@ TEST_CASE("model lines: collective_s by name equals the virtuals bit for bit",
   // By hand: the allreduce's table (4 n bytes), the derived sparse allreduce's formula.
   CHECK(plain.collective_s("allreduce", 1000, 2, 0.5) == 5e-5 + 2e-10 * 4000.0);
   CHECK(plain.collective_s("sparse_allreduce", 1000, 8, 0.01) ==
-        (2 * 2e-6 + 2 * 1e-6) + (2 * 4e-5 + 2 * 2e-5) * 3.0 + (2 * 3e-7 + 2e-5) * 7.0 +
+        (2e-6 + 2 * 1e-6) + 4e-5 * 3.0 + (2 * 3e-7 + 2e-5) * 7.0 +
             8e-10 * omgs::AlphaBetaModel::sparse_allreduce_bytes(1000, 8, 0.01));
   CHECK(given.collective_s("sparse_allreduce", 1000, 8, 0.01) ==
         3e-4 + 5e-10 * omgs::AlphaBetaModel::sparse_allreduce_bytes(1000, 8, 0.01, 3.9));
@@ -215,9 +215,8 @@ TEST_CASE("model lines: line_at is the table's entry for P, else the formula at 
   // The sparse allreduce's derived formula (docs/planner.md, "The third exchange").
   const auto derived = m.line_at("sparse_allreduce", 8);
   REQUIRE(derived.has_value());
-  CHECK(derived->alpha_s == Approx(2 * (2e-6 + 1e-6) + 2 * (4e-5 + 2e-5) * 3.0 +
-                                   (2 * 3e-7 + 2e-5) * 7.0)
-                                .epsilon(1e-12));
+  CHECK(derived->alpha_s ==
+        Approx(2e-6 + 2 * 1e-6 + 4e-5 * 3.0 + (2 * 3e-7 + 2e-5) * 7.0).epsilon(1e-12));
   CHECK_FALSE(m.with_line("allreduce", {}).line_at("sparse_allreduce", 8).has_value());
   CHECK_FALSE(m.line_at("no_such_line", 4).has_value());
 }

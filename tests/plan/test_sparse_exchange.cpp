@@ -66,11 +66,20 @@ double oracle(const std::vector<omgs::LayerSpec>& layers, const omgs::PerfModel&
 TEST_CASE("sparse allreduce: wire bytes and the derived formula by hand",
           "[plan][sparse_exchange]") {
   const omgs::AlphaBetaModel m = fabric();
-  // k = 1000 of 1e6; P = 64: 63/64 (16 k + 32768) + 16 * 63 bytes.
-  const double bytes = 63.0 / 64.0 * (16000.0 + 32768.0) + 16.0 * 63.0;
+  // k = 1000 of 1e6; P = 64: 63/64 of 2 * 8 k out to the regions and back as survivors, and
+  // log2 64 = 6 recursive-doubling steps of the histogram round (2049 int64); no counts.
+  const double bytes = 63.0 / 64.0 * 16000.0 + 6.0 * 16392.0;
   CHECK(omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 64, 0.001) == bytes);
-  // alpha = 2 * 2e-6 + 2 * 1e-6, log2 P: 2 * 4e-5 + 2 * 2e-5, P - 1: 2 * 3e-7 + 2e-5.
-  const double t = 6e-6 + 1.2e-4 * 6.0 + (6e-7 + 2e-5) * 63.0 + 8e-10 * bytes;
+  // One rank: nothing moves; 3 ranks: 2 steps (the third rank folds in and gets it back);
+  // 4096: 12.
+  CHECK(omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 1, 0.001) == 0.0);
+  CHECK(omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 3, 0.001) ==
+        Approx(2.0 / 3.0 * 16000.0 + 2.0 * 16392.0).epsilon(1e-12));
+  CHECK(omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 4096, 0.001) ==
+        Approx(4095.0 / 4096.0 * 16000.0 + 12.0 * 16392.0).epsilon(1e-12));
+  // alpha = 2e-6 + 2 * 1e-6 (the histogram allreduce, the pairs' and the survivors' rounds),
+  // log2 P: the allreduce's 4e-5, P - 1: 2 * 3e-7 + 2e-5.
+  const double t = 4e-6 + 4e-5 * 6.0 + (6e-7 + 2e-5) * 63.0 + 8e-10 * bytes;
   CHECK(m.sparse_allreduce_s(1000000, 64, 0.001) == Approx(t).epsilon(1e-12));
   CHECK(m.knows_sparse_allreduce(4096));
   CHECK(m.sparse_allreduce_s(0, 64, 0.001) == 0.0);
@@ -103,8 +112,8 @@ TEST_CASE("sparse allreduce: wire bytes and the derived formula by hand",
 
 TEST_CASE("sparse allreduce: the compact pair format's bytes per pair in the cost",
           "[plan][sparse_exchange]") {
-  // k = 1000 of 1e6, P = 64, 3.9 bytes per pair: 63/64 (2 * 3.9 k + 32768) + 16 * 63.
-  const double bytes = 63.0 / 64.0 * (7800.0 + 32768.0) + 16.0 * 63.0;
+  // k = 1000 of 1e6, P = 64, 3.9 bytes per pair: 63/64 2 * 3.9 k + 6 histogram steps.
+  const double bytes = 63.0 / 64.0 * 7800.0 + 6.0 * 16392.0;
   CHECK(omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 64, 0.001, 3.9) ==
         Approx(bytes).epsilon(1e-12));
   CHECK(omgs::AlphaBetaModel::sparse_allreduce_bytes(1000000, 64, 0.001, 8.0) ==

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/runtime.hpp>
 
 #include "omgs_catch.hpp"
@@ -123,4 +124,30 @@ TEST_CASE("a collective's footprint counts the formats in force", "[runtime][reg
   CHECK(exchange_footprint(omgs::Collective::sparse, n, k, P, compact) ==
         omgs::detail::allgather_footprint(n, k, P, omgs::PairWire::bf16));
   CHECK(exchange_footprint(static_cast<omgs::Collective>(240), n, k, P, fp32) == 0);
+}
+
+TEST_CASE(
+    "the sparse allreduce's footprint is the planner row's memory, the engine's room "
+    "the same at any P",
+    "[runtime][registry]") {
+  using omgs::detail::exchange_footprint;
+  const omgs::detail::WireFormats fp32{omgs::PairWire::pairs8, omgs::DenseWire::fp32};
+  for (const std::uint64_t n : {1000ull, 100000ull, 6738415616ull}) {
+    for (const int p : {1, 2, 3, 4, 8, 64, 4096}) {
+      CAPTURE(n, p);
+      const double d = 0.001;
+      const std::uint64_t k = omgs::selected_count(n, d);
+      omgs::Plan plan;
+      plan.groups = {{0, 1, n, omgs::Collective::sparse_allreduce}};
+      // The planner's row repeats the engine's room formula (no MPI in the plan module).
+      CHECK(8.0 * static_cast<double>(exchange_footprint(omgs::Collective::sparse_allreduce, n, k,
+                                                         static_cast<std::uint64_t>(p), fp32)) ==
+            omgs::group_memory_bytes(plan, p, d)[0]);
+      // The engine's part: at most 25 k items (+1: k = 1's window), none of it P k.
+      const std::uint64_t room =
+          omgs::detail::SparseAllreduce::room_items(n, k, p, omgs::PairWire::pairs8);
+      CHECK(room <= 25 * k + 8);
+      if (n / static_cast<std::uint64_t>(p) >= 4 * k) CHECK(room == 25 * k);
+    }
+  }
 }

@@ -10,7 +10,10 @@
 //      message to every peer (empty where it has none; each rank starting at its right-hand
 //      neighbour so that no rank is hit by all at once); the receiver probes each peer's
 //      message for its size (MPI_Improbe, then MPI_Imrecv), so the counts take no round of
-//      their own; and each rank sums what it receives for its region;
+//      their own; and each rank sums what it receives for its region, in rank order, in
+//      batches of peers whose messages fit a window of about 2 k pairs (window_pairs()), each
+//      folded into the region's sums before the next is received: its memory is the window
+//      and the region's distinct entries (at most n / P), not the P k pairs it may receive;
 //   2. global selection: small histogram sums over the ranks find the magnitude above which about k
 //      of all reduced entries lie (exact to 2^-11 of the k-th magnitude): a coarse one
 //      finds the bin of the k-th largest and a fine one that bin's entries; the fine
@@ -62,6 +65,13 @@ class OMGS_EXPORT SparseAllreduce {
     std::uint64_t survivors = 0;
     std::uint64_t pairs_sent = 0, pair_bytes_sent = 0;
     std::uint64_t region_pairs = 0;
+    /// The most bytes this rank held at once to reduce its region (step 1's receive side):
+    /// the batch of peers' messages in its window (as received, and decoded with the compact
+    /// format), the fold's sort keys, the region's sums before and after the fold. Bounded by
+    /// the window and the region's distinct entries, whatever the number of ranks; and how
+    /// many batches the region's messages took (1 where they fit the window together).
+    std::uint64_t region_bytes = 0;
+    std::uint32_t batches = 0;
     /// Dependent rounds (point-to-point steps, each waiting for the last; a histogram sum
     /// counts as one): 4, or 3 where the seeded fine histogram held the threshold (or every
     /// entry survives).
@@ -129,6 +139,20 @@ class OMGS_EXPORT SparseAllreduce {
   const Stats& stats() const noexcept;
   Phase phase() const noexcept;
   static const char* to_string(Phase p) noexcept;
+
+  /// The pairs of peers' messages a region's owner receives and folds at once (its window;
+  /// a single larger message is received alone): 2 k (at least 1), or what
+  /// set_window_pairs() set when the exchange was made.
+  static std::uint64_t window_pairs(std::uint64_t k) noexcept;
+  /// The 8-byte items (pairs, sort keys; 32-bit words two to an item) an exchange of a
+  /// group of n elements, k selected, on `ranks` ranks reserves at set-up (its buffers; the
+  /// O(P) requests and counts left out): about 25 k with 8-byte pairs where n / P >= 4 k,
+  /// less where the regions are smaller, the same at any P. The runtime's footprint of a
+  /// sparse-allreduce group adds it to its own buffers.
+  static std::uint64_t room_items(std::uint64_t n, std::uint64_t k, int ranks, PairWire wire);
+  /// For tests: a smaller window makes a region's messages arrive in several batches on few
+  /// ranks. 0 restores the default. Read when an exchange is made.
+  static void set_window_pairs(std::uint64_t pairs) noexcept;
 
   struct Impl;
 

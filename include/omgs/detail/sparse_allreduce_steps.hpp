@@ -71,6 +71,17 @@ OMGS_EXPORT void reduce_by_index(std::vector<SparsePair>& received, std::vector<
 OMGS_EXPORT void reduce_by_index(const std::vector<SparsePair>& received,
                                  std::vector<SparsePair>& out, std::vector<std::uint64_t>& keys);
 
+/// Adds `batch[0, count)` (any order; equal indices in rank order, each rank's pairs after
+/// those of the ranks before it) into `reduced` (sorted by index, distinct, the sums of the
+/// earlier ranks' pairs): per index, reduced's sum plus the batch's values one by one, in
+/// order. Folding every rank's pairs batch after batch in rank order gives reduce_by_index's
+/// sums bit for bit, while only one batch and the sums are held (the region owner's memory
+/// does not grow with the number of ranks). `keys` and `scratch` are its buffers (no
+/// allocation once they have the room; count below 2^32).
+OMGS_EXPORT void fold_by_index(const SparsePair* batch, std::size_t count,
+                               std::vector<SparsePair>& reduced, std::vector<std::uint64_t>& keys,
+                               std::vector<SparsePair>& scratch);
+
 /// Histogram of `reduced`'s magnitudes: coarse (fine == false) over the top bits, or fine
 /// over the next bits of the entries in coarse bin `coarse` only. `hist` gets hist_bins counts.
 OMGS_EXPORT void histogram(const std::vector<SparsePair>& reduced, bool fine, std::uint32_t coarse,
