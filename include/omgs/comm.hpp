@@ -121,6 +121,8 @@ enum class WireKind : int {
   /// the mean over the ranks in 16 bits (a reduce-scatter by MPI_Ialltoallv whose partial
   /// sums are fp32, then MPI_Iallgatherv of the rounded means)
   allreduce_mean16 = 4,
+  /// dense_send, dense_recv, dense_numel, k, node_residual: the sparse node-summed exchange
+  sparse_node = 5,
 };
 /// The name its wire was registered with (e.g. "allgather_pairs"), or "unregistered".
 OMGS_EXPORT const char* to_string(WireKind kind);
@@ -174,6 +176,12 @@ struct GroupBuffers {
   SparsePair* dropped = nullptr;  ///< k (pairs8) or k + P k pairs (in options.buffer_space)
   /// How a sparse-allreduce group's pairs travel (every rank must agree).
   PairWire pair_wire = PairWire::pairs8;
+  /// WireKind::sparse_node (docs/comm.md, "The sparse node-summed form"): dense_send is this
+  /// rank's gradient + residual; local rank i of a node owns shard i of the node's sum and
+  /// selects its ceil(k x shard_i / n) (at least 1) largest |values|, ties to the lower index;
+  /// dense_recv gets every node's selections summed. Only if that sum is finite does
+  /// node_residual (dense_numel floats) get the rest of this rank's shard, 0 elsewhere.
+  float* node_residual = nullptr;
   WireKind kind = WireKind::allgather_pairs;
 };
 

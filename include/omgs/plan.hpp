@@ -54,7 +54,7 @@ OMGS_EXPORT void validate_density(double density);
 // ---------------------------------------------------------------------------------------
 
 /// How a group's gradient is exchanged: the id of a row of the planner's table of
-/// collectives (src/plan/collective_table.hpp). The three named ones are built in; ids above
+/// collectives (src/plan/collective_table.hpp). The named ones are built in; ids above
 /// them are collectives registered at start-up (detail::register_collective).
 enum class Collective : std::uint8_t {
   sparse,  ///< error-feedback top-k, then one MPI_Iallgatherv of the (index, value) pairs
@@ -66,9 +66,15 @@ enum class Collective : std::uint8_t {
   /// node, allreduce of the shard across nodes, allgather inside the node. Opt-in (only in
   /// PlanConfig::collectives), timed by the model's "allreduce_node" line
   allreduce_node,
+  /// the sparse node-summed exchange (docs/comm.md, "The sparse node-summed form"): the node's
+  /// gradients summed, the top-k of each rank's shard of the sum (density x the shard) with
+  /// its error feedback, the shards' pairs allgathered across nodes, shared in the node. Its
+  /// top-k runs in the exchange (on the host), not on the compute stream. Opt-in (only in
+  /// PlanConfig::collectives), timed by the model's "sparse_node" line
+  sparse_node,
 };
 /// The collective's name in its row ("sparse", "dense", "sparse_allreduce", "allreduce_node",
-/// or a registered
+/// "sparse_node", or a registered
 /// one's); "unknown" for an id no row has.
 OMGS_EXPORT std::string_view to_string(Collective collective);
 /// The collective of that name; throws omgs::Error naming the value and the known names.

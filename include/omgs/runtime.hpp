@@ -81,7 +81,7 @@ struct RuntimeOptions {
   /// (docs/planner.md, "The table of collectives"). Every rank must give the same.
   /// OMGS_MEMORY_BUDGET wins (a byte count: 4096, 512MiB, 2GiB, 1.5GB).
   std::uint64_t memory_budget_bytes = 0;
-  /// Ranks per node for the two-level collectives (Collective::allreduce_node;
+  /// Ranks per node for the two-level collectives (Collective::allreduce_node, sparse_node;
   /// ProgressOptions::ranks_per_node): 0, the default, finds the node by shared memory
   /// (MPI_Comm_split_type); G > 0 makes node = rank / G, so that one machine emulates nodes.
   /// Every rank must give the same; G must divide the ranks. OMGS_RANKS_PER_NODE wins.

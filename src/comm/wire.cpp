@@ -34,6 +34,7 @@ struct WireRegistry {
     add(WireKind::sparse_allreduce, sparse_allreduce_wire, "sparse_allreduce");
     add(WireKind::allreduce_node, allreduce_node_wire, "allreduce_node");
     add(WireKind::allreduce_mean16, allreduce_mean16_wire, "allreduce_mean16");
+    add(WireKind::sparse_node, sparse_node_wire, "sparse_node");
   }
   void add(WireKind kind, WireFactory factory, std::string name) {
     if (name.empty()) name = "wire " + std::to_string(static_cast<int>(kind));
@@ -71,6 +72,8 @@ std::string stray_fields(const GroupBuffers& b, unsigned used) {
     if (b.dropped != nullptr) return "dropped (a sparse-allreduce group's buffer)";
     if (b.pair_wire != none.pair_wire) return "pair_wire (a sparse-allreduce group's format)";
   }
+  if (!(used & sparse_node_fields) && b.node_residual != nullptr)
+    return "node_residual (a sparse node-summed group's buffer)";
   return "";
 }
 

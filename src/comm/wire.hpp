@@ -117,6 +117,7 @@ enum WireFields : unsigned {
   dense_fields = 2,             // dense_send, dense_recv, dense_numel, blocking_allreduce
   sparse_allreduce_fields = 4,  // sparse_numel, dropped, pair_wire
   dense16_fields = 8,           // dense16_send, dense16_recv, dense_wire, dense16_error
+  sparse_node_fields = 16,      // node_residual
 };
 /// For a wire's factory: throws omgs::Error naming the first field of `b` outside `used`
 /// that is not at its default (buffers that contradict their kind).
@@ -141,6 +142,10 @@ OMGS_EXPORT std::unique_ptr<Wire> sparse_allreduce_wire(const GroupBuffers& b);
 /// phased): reduce-scatter inside the node, allreduce of the shard on the rail, allgather
 /// inside the node; the dense_* buffers of `b`.
 OMGS_EXPORT std::unique_ptr<Wire> allreduce_node_wire(const GroupBuffers& b);
+/// The sparse node-summed exchange (WireKind::sparse_node, phased): reduce-scatter inside the
+/// node, error feedback and top-k of the shard on the host, allgather of the shard's pairs on
+/// the rail, the summed shards shared inside the node; dense_*, k and node_residual of `b`.
+OMGS_EXPORT std::unique_ptr<Wire> sparse_node_wire(const GroupBuffers& b);
 
 /// Makes the wire of a GroupBuffers of its kind; throws omgs::Error where the buffers'
 /// fields contradict the kind (stray_fields).

@@ -108,6 +108,10 @@ struct Registry {
     // are not separate terms; a table per P measured on the run's shape carries both).
     kinds.push_back({"allreduce_node", allreduce_table_bytes, allreduce_formula_bytes,
                      "two-level dense allreduce", give("allreduce_node"), nullptr});
+    // The sparse node-summed exchange: one line of the whole exchange on the group's n floats
+    // (table and formula alike; docs/planner.md).
+    kinds.push_back({"sparse_node", allreduce_table_bytes, allreduce_table_bytes,
+                     "sparse node-summed exchange", give("sparse_node"), nullptr});
   }
 };
 

@@ -116,12 +116,37 @@ CollectiveRow allreduce_node_row() {
   return r;
 }
 
+// The sparse node-summed exchange (exchange_sparse_node.cpp, docs/comm.md): one line of the
+// whole exchange, "sparse_node", on the group's n floats (its node reduce-scatter; at a
+// fixed density and node shape every step's bytes are proportional to n, and the model
+// carries no node shape, so a table per P measured on the run's shape carries them all).
+// Its top-k runs inside the exchange, on the host: no top-k on the compute stream. Opt-in, and
+// never chosen by a model without the line.
+CollectiveRow sparse_node_row() {
+  CollectiveRow r;
+  r.name = "sparse_node";
+  r.line = "sparse_node";
+  r.time_s = [](const PerfModel& m, std::uint64_t n, int p, double d) {
+    return m.collective_s("sparse_node", n, p, d);
+  };
+  r.known = [](const PerfModel& m, int p) { return m.knows_collective("sparse_node", p); };
+  // At most: the other shards of n floats into the node, this shard's pairs, the shard shared.
+  r.wire_bytes = [](std::uint64_t n, int, double d) {
+    return 4.0 * static_cast<double>(n) + 8.0 * k_of(n, d);
+  };
+  // The flat buffers' two floats an element, and the wire's host buffers (at most 16 n).
+  r.memory_bytes = [](std::uint64_t n, int, double) { return 24.0 * static_cast<double>(n); };
+  // Its node steps pass n floats' counts and displacements (the wire refuses n past an int).
+  r.max_mpi_count = [](std::uint64_t n, int, double) { return n; };
+  return r;
+}
+
 std::vector<CollectiveRow>& table() {
   static std::vector<CollectiveRow> rows = [] {
     std::vector<CollectiveRow> t;
     t.reserve(256);  // one per id: rows never move
-    for (CollectiveRow r :
-         {allgather_row(), allreduce_row(), sparse_allreduce_row(), allreduce_node_row()}) {
+    for (CollectiveRow r : {allgather_row(), allreduce_row(), sparse_allreduce_row(),
+                            allreduce_node_row(), sparse_node_row()}) {
       r.id = static_cast<Collective>(t.size());
       t.push_back(std::move(r));
     }

@@ -85,7 +85,7 @@ void drop_unserved(std::vector<Plan>& candidates, const std::vector<LayerSpec>& 
                    const PlanConfig& config);
 
 /// Every row, indexed by id: the built-in ones (sparse, dense, sparse_allreduce,
-/// allreduce_node), then the registered ones. Registration happens before planning (at
+/// allreduce_node, sparse_node), then the registered ones. Registration happens before planning (at
 /// start-up, or at the start of a test): the table is not locked, and reading it while a row
 /// is registered is a race.
 /// Rows never move (their references stay valid).

@@ -78,7 +78,9 @@ void RuntimeImpl::calibrate() {
   const CollectiveSet set = allowed_collectives(plan_config());
   for (const CollectiveRow& row : collective_rows())
     if (set.contains(row.id)) allowed.push_back(row.line);
-  const CalibrationContext context{comm, size, calibration.dense_allreduce.form, &calibration};
+  CalibrationContext context{comm, size, calibration.dense_allreduce.form, &calibration};
+  context.ranks_per_node = options.ranks_per_node;
+  context.density = options.density;
   for (const auto& [line, timing] : line_calibrations(allowed))
     fit.lines[line].fit = timing.fit(context);
   // The slowest rank sets the pace: every rank plans with the maximum, so plans agree

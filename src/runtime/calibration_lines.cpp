@@ -61,6 +61,12 @@ struct CalibrationRegistry {
         false, [](const CalibrationContext& c) {
           return fit_sparse_allreduce(c.comm, std::uint64_t{1} << 20, {256, 16384});
         }};
+    // The node-summed exchange on the run's node shape and density, groups of 2^16 and 2^20.
+    lines["sparse_node"] = {false, [](const CalibrationContext& c) {
+                              return fit_sparse_node(
+                                  c.comm, c.ranks_per_node, c.density,
+                                  {std::uint64_t{1} << 16, std::uint64_t{1} << 20});
+                            }};
   }
 };
 

@@ -28,6 +28,8 @@ struct CalibrationContext {
   int size = 1;
   AllreduceForm dense_form = AllreduceForm::nonblocking;
   CalibrationReport* report = nullptr;
+  int ranks_per_node = 0;  ///< the run's node shape (RuntimeOptions::ranks_per_node)
+  double density = 0.01;   ///< the run's density
 };
 
 /// One line's calibration. `fit` is collective over the context's communicator and must give
@@ -65,5 +67,15 @@ std::vector<double> time_collective(MPI_Comm comm, std::size_t amount, double bu
 OMGS_EXPORT LinearFit fit_sparse_allreduce(MPI_Comm comm, std::uint64_t numel,
                                            const std::vector<std::uint64_t>& ks,
                                            int repetitions = 5, double timeout_s = 30.0);
+
+/// Collective over comm: the sparse node-summed exchange (WireKind::sparse_node) of groups of
+/// `sizes` elements (at least two, ascending) at `density`, in one ProgressEngine with
+/// ranks_per_node (0: shared memory), each timed `repetitions` times after a warm-up from
+/// submit to completion (the slowest rank's), alpha + beta * 4 n fitted on the fastest of each
+/// size (fit_latency_bandwidth). Every rank returns the same fit. Throws omgs::Error if an
+/// exchange does not complete within timeout_s.
+OMGS_EXPORT LinearFit fit_sparse_node(MPI_Comm comm, int ranks_per_node, double density,
+                                      const std::vector<std::uint64_t>& sizes, int repetitions = 5,
+                                      double timeout_s = 30.0);
 
 }  // namespace omgs::detail

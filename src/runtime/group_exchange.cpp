@@ -45,6 +45,11 @@ struct ExchangeRegistry {
         [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, const WireFormats&) {
           return allreduce_footprint(n, k, ranks);  // the two-level wire is fp32
         }};
+    entries[static_cast<int>(Collective::sparse_node)] = {
+        make_sparse_node_exchange,
+        [](std::uint64_t n, std::uint64_t k, std::uint64_t ranks, const WireFormats&) {
+          return sparse_node_footprint(n, k, ranks);
+        }};
   }
 };
 

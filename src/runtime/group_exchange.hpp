@@ -175,6 +175,14 @@ std::unique_ptr<GroupExchange> make_dense_exchange(GroupSlice slice, ExchangeCon
 /// WireKind::allreduce_node): the flat one's prepare and complete, another wire.
 OMGS_EXPORT std::unique_ptr<GroupExchange> make_allreduce_node_exchange(GroupSlice slice,
                                                                         ExchangeContext& ctx);
+/// The sparse node-summed exchange (Collective::sparse_node, WireKind::sparse_node): the
+/// gradient plus residual summed in the node, the top-k of each rank's shard of the sum
+/// (selected by the wire, on the host), averaged; its footprint (an upper bound).
+OMGS_EXPORT std::unique_ptr<GroupExchange> make_sparse_node_exchange(GroupSlice slice,
+                                                                     double density,
+                                                                     ExchangeContext& ctx);
+OMGS_EXPORT std::uint64_t sparse_node_footprint(std::uint64_t n, std::uint64_t k,
+                                                std::uint64_t ranks);
 OMGS_EXPORT std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice,
                                                                           double density,
                                                                           ExchangeContext& ctx);
