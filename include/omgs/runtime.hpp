@@ -269,9 +269,10 @@ struct RefitReport {
 
 /// The measured side of the last iteration (rt.plan() is the predicted side).
 struct RuntimeStats {
-  IterationStats last;     ///< the last finished iteration's stats
-  Timeline measured;       ///< its pipeline as measured on this rank (like Plan::predicted)
-  ProgressStats progress;  ///< the progress engine's counters
+  IterationStats last;      ///< the last finished iteration's stats
+  Timeline measured;        ///< its pipeline as measured on this rank (like Plan::predicted)
+  ProgressStats progress;   ///< the progress engine's counters
+  PlanFootprint footprint;  ///< the plan in force's, as the runtime holds it (plan.hpp)
 };
 
 /// The calibration's measurements and fit (when perf_model == "calibrate").

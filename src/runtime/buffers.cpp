@@ -15,6 +15,18 @@ namespace omgs::detail {
 /// Before anything is allocated: every group must fit 32-bit indices, and on host
 /// back-ends the buffers must fit this node's physical memory (a clear error instead of
 /// an allocation failure or the OOM killer). Throws omgs::Error naming the group / sizes.
+std::vector<std::uint64_t> RuntimeImpl::group_bytes(const Plan& plan) const {
+  std::vector<std::uint64_t> bytes;
+  bytes.reserve(plan.groups.size());
+  for (const Group& gr : plan.groups) {
+    const std::uint64_t k = selected_count(gr.numel, density_now);
+    bytes.push_back(8 * exchange_footprint(gr.collective, gr.numel, k,
+                                           static_cast<std::uint64_t>(size),
+                                           {options.pair_wire, dense_wire()}));
+  }
+  return bytes;
+}
+
 void RuntimeImpl::check_sizes(const Plan& plan) const {
   std::uint64_t total = 0, pairs = 0, max_n = 0;
   for (const LayerSpec& l : layers) total += l.numel;  // <= 2^53 (validate_layers)

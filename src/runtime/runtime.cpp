@@ -289,7 +289,12 @@ const IterationStats& Runtime::last_stats() const noexcept {
   return impl_->stats;
 }
 RuntimeStats Runtime::stats() const {
-  return {impl_->stats, impl_->loop_.measured(), progress_stats()};
+  RuntimeStats s{impl_->stats, impl_->loop_.measured(), progress_stats(), {}};
+  if (impl_->instance_) {
+    s.footprint.group_bytes = impl_->group_bytes(impl_->plan());
+    for (const std::uint64_t b : s.footprint.group_bytes) s.footprint.plan_bytes += b;
+  }
+  return s;
 }
 ProgressStats Runtime::progress_stats() const {
   return impl_->running() ? impl_->instance_->engine->stats() : ProgressStats{};

@@ -118,6 +118,8 @@ class RuntimeImpl {
   void choose_dense_allreduce();
   // buffers.cpp: sizes, the flat buffers, group names.
   void check_sizes(const Plan& plan) const;
+  /// Each group's exchange's bytes per rank (its registered footprint, 8-byte items).
+  std::vector<std::uint64_t> group_bytes(const Plan& plan) const;
   void allocate_layers();
   GradientView layer_slice(const GradientView& flat, std::size_t l, const char* accessor) const;
   std::string group_label(const Plan& plan, std::size_t g) const;

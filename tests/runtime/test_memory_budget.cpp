@@ -78,6 +78,37 @@ TEST_CASE("a memory budget keeps the chosen plan's groups within it", "[runtime]
     CHECK(rt.plan().groups.size() > 1);
     CHECK(largest_group_bytes(rt, opt.density) <= double(budget));
     run_iteration(rt);
+    // The runtime's stats report its footprint per group and for the plan: a pair group's is
+    // the planner's row; a dense group's send and receive floats are the runtime's flat
+    // per-element buffers, which the row counts and the group's footprint does not.
+    const omgs::RuntimeStats st = rt.stats();
+    const std::vector<double> rows = omgs::group_memory_bytes(rt.plan(), world_size(), opt.density);
+    REQUIRE(st.footprint.group_bytes.size() == rows.size());
+    std::uint64_t sum = 0;
+    for (std::size_t g = 0; g < rows.size(); ++g) {
+      if (rt.plan().groups[g].collective == omgs::Collective::dense)
+        CHECK(double(st.footprint.group_bytes[g]) < rows[g]);
+      else
+        CHECK(double(st.footprint.group_bytes[g]) == rows[g]);
+      sum += st.footprint.group_bytes[g];
+    }
+    CHECK(st.footprint.plan_bytes == sum);
+    CHECK(st.footprint.plan_bytes > 0);
+  }
+}
+
+TEST_CASE("the stats' footprint of a sparse-allreduce plan is the planner's at this P",
+          "[runtime][budget]") {
+  omgs::RuntimeOptions opt = budget_options(omgs::Planner::mgs, budget_model());
+  opt.sparse_exchange = omgs::SparseExchange::allreduce;
+  omgs::Runtime rt(MPI_COMM_WORLD, budget_layers(), opt);
+  run_iteration(rt);
+  const omgs::RuntimeStats st = rt.stats();
+  const std::vector<double> rows = omgs::group_memory_bytes(rt.plan(), world_size(), opt.density);
+  REQUIRE(st.footprint.group_bytes.size() == rows.size());
+  for (std::size_t g = 0; g < rows.size(); ++g) {
+    CHECK(rt.plan().groups[g].collective == omgs::Collective::sparse_allreduce);
+    CHECK(double(st.footprint.group_bytes[g]) == rows[g]);
   }
 }
 
