@@ -365,6 +365,16 @@ OMGS_EXPORT std::string timeline_svg(const std::vector<LabeledTimeline>& rows,
 /// group's buffers at once, so the plan's footprint per rank is their sum.
 OMGS_EXPORT std::vector<double> group_memory_bytes(const Plan& plan, int workers, double density);
 
+/// A running plan's memory (RuntimeStats::footprint): bytes per rank each group's exchange
+/// holds, in plan order, and their sum; the runtime's memory check's figures. A pair group's
+/// is group_memory_bytes' with 8-byte pairs; a dense group's gradient floats live in the
+/// runtime's flat per-element buffers, which the row counts and this does not. Empty and 0
+/// before a plan is installed.
+struct PlanFootprint {
+  std::vector<std::uint64_t> group_bytes;
+  std::uint64_t plan_bytes = 0;
+};
+
 /// The plan as JSON: {"planner", "workers", "density", "groups": [[names, highest index
 /// first], ...], "group_numel": [...], "predicted": {...}, "timeline": [...]}.
 OMGS_EXPORT std::string plan_to_json(const Plan& plan, const std::vector<LayerSpec>& layers,

@@ -269,17 +269,10 @@ struct RefitReport {
 
 /// The measured side of the last iteration (rt.plan() is the predicted side).
 struct RuntimeStats {
-  IterationStats last;     ///< the last finished iteration's stats
-  Timeline measured;       ///< its pipeline as measured on this rank (like Plan::predicted)
-  ProgressStats progress;  ///< the progress engine's counters
-  /// Bytes per rank each group's exchange holds for the plan in force (its footprint, the
-  /// figure the memory check counts; with 8-byte pairs a pair group's is the planner's
-  /// omgs::group_memory_bytes at this P, while a dense group's gradient floats live in the
-  /// runtime's flat per-element buffers, which the planner's row counts and this does not),
-  /// in plan order, and their sum (the runtime holds every group's buffers at once). Empty
-  /// and 0 before a plan is installed.
-  std::vector<std::uint64_t> group_bytes;
-  std::uint64_t plan_bytes = 0;
+  IterationStats last;      ///< the last finished iteration's stats
+  Timeline measured;        ///< its pipeline as measured on this rank (like Plan::predicted)
+  ProgressStats progress;   ///< the progress engine's counters
+  PlanFootprint footprint;  ///< the plan in force's, as the runtime holds it (plan.hpp)
 };
 
 /// The calibration's measurements and fit (when perf_model == "calibrate").

@@ -289,10 +289,10 @@ const IterationStats& Runtime::last_stats() const noexcept {
   return impl_->stats;
 }
 RuntimeStats Runtime::stats() const {
-  RuntimeStats s{impl_->stats, impl_->loop_.measured(), progress_stats(), {}, 0};
+  RuntimeStats s{impl_->stats, impl_->loop_.measured(), progress_stats(), {}};
   if (impl_->instance_) {
-    s.group_bytes = impl_->group_bytes(impl_->plan());
-    for (const std::uint64_t b : s.group_bytes) s.plan_bytes += b;
+    s.footprint.group_bytes = impl_->group_bytes(impl_->plan());
+    for (const std::uint64_t b : s.footprint.group_bytes) s.footprint.plan_bytes += b;
   }
   return s;
 }

@@ -83,17 +83,17 @@ TEST_CASE("a memory budget keeps the chosen plan's groups within it", "[runtime]
     // per-element buffers, which the row counts and the group's footprint does not.
     const omgs::RuntimeStats st = rt.stats();
     const std::vector<double> rows = omgs::group_memory_bytes(rt.plan(), world_size(), opt.density);
-    REQUIRE(st.group_bytes.size() == rows.size());
+    REQUIRE(st.footprint.group_bytes.size() == rows.size());
     std::uint64_t sum = 0;
     for (std::size_t g = 0; g < rows.size(); ++g) {
       if (rt.plan().groups[g].collective == omgs::Collective::dense)
-        CHECK(double(st.group_bytes[g]) < rows[g]);
+        CHECK(double(st.footprint.group_bytes[g]) < rows[g]);
       else
-        CHECK(double(st.group_bytes[g]) == rows[g]);
-      sum += st.group_bytes[g];
+        CHECK(double(st.footprint.group_bytes[g]) == rows[g]);
+      sum += st.footprint.group_bytes[g];
     }
-    CHECK(st.plan_bytes == sum);
-    CHECK(st.plan_bytes > 0);
+    CHECK(st.footprint.plan_bytes == sum);
+    CHECK(st.footprint.plan_bytes > 0);
   }
 }
 
@@ -105,10 +105,10 @@ TEST_CASE("the stats' footprint of a sparse-allreduce plan is the planner's at t
   run_iteration(rt);
   const omgs::RuntimeStats st = rt.stats();
   const std::vector<double> rows = omgs::group_memory_bytes(rt.plan(), world_size(), opt.density);
-  REQUIRE(st.group_bytes.size() == rows.size());
+  REQUIRE(st.footprint.group_bytes.size() == rows.size());
   for (std::size_t g = 0; g < rows.size(); ++g) {
     CHECK(rt.plan().groups[g].collective == omgs::Collective::sparse_allreduce);
-    CHECK(double(st.group_bytes[g]) == rows[g]);
+    CHECK(double(st.footprint.group_bytes[g]) == rows[g]);
   }
 }
 
