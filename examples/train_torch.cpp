@@ -1,6 +1,7 @@
-// omgs-train-torch: a libtorch training loop with omgs inside it. A small CNN (conv 5x5 x2,
-// linear x2) learns Fashion-MNIST data-parallel (every rank takes its shard of each global
-// batch) twice, from the same initial weights and in the same sample order:
+// omgs-train-torch: a libtorch training loop with omgs inside it. A CNN (conv x2, linear x2;
+// --model cnn: 80 k parameters, wide_cnn: 3.2 M) learns Fashion-MNIST data-parallel (every
+// rank takes its shard of each global batch) twice, from the same initial weights and in the
+// same sample order:
 //
 //   dense   the gradient averaged with one MPI_Allreduce after backward
 //   sparse  top-k with error feedback through omgs::Runtime. Each parameter's .grad() is a
@@ -11,7 +12,8 @@
 //           After rt.finish() the .grad() tensors point at rt.aggregated(l) for the step.
 //
 // Prints per epoch the training loss, the accuracy on the 10,000 test images, the iteration
-// time and the bytes each rank hands to MPI per iteration, for both; then PASS (exit 0) if
+// time and the bytes each rank hands to MPI per iteration, for both (and with --csv, each
+// method's training time so far and accuracy per epoch, into a file); then PASS (exit 0) if
 // the sparse run's final test accuracy is within --tolerance points of dense, else FAIL
 // (exit 1). docs/torch.md explains the hooks.
 #include <mpi.h>
@@ -32,6 +34,7 @@
 #include <omgs/omgs.hpp>
 
 #include "bounded_mpi.hpp"
+#include "epoch_csv.hpp"
 #include "fashion_mnist.hpp"
 #include "gradient_saver.hpp"
 #include "median.hpp"
@@ -39,18 +42,23 @@
 
 namespace omgs_train_torch {
 
+/// Both models: conv, relu, max-pool 2, twice, then linear, relu, linear (ModelShape).
 struct NetImpl : torch::nn::Module {
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  NetImpl() {
-    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 5)));
-    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 5)));
-    fc1 = register_module("fc1", torch::nn::Linear(32 * 4 * 4, 128));
-    fc2 = register_module("fc2", torch::nn::Linear(128, 10));
+  explicit NetImpl(const ModelShape& m) {
+    const auto conv = [&m](long in, long out) {
+      return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, m.kernel).padding(m.padding));
+    };
+    const long side = m.side(28);
+    conv1 = register_module("conv1", conv(1, m.channels1));
+    conv2 = register_module("conv2", conv(m.channels1, m.channels2));
+    fc1 = register_module("fc1", torch::nn::Linear(m.channels2 * side * side, m.hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(m.hidden, 10));
   }
   torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(conv1(x)), 2);  // 16 x 12 x 12
-    x = torch::max_pool2d(torch::relu(conv2(x)), 2);  // 32 x 4 x 4
+    x = torch::max_pool2d(torch::relu(conv1(x)), 2);
+    x = torch::max_pool2d(torch::relu(conv2(x)), 2);
     return fc2(torch::relu(fc1(x.flatten(1))));
   }
 };
@@ -96,9 +104,9 @@ double test_accuracy(const Context& c, Net& net) {
   return 100.0 * static_cast<double>(correct) / static_cast<double>(n);
 }
 
-/// One epoch's figures for one method.
+/// One epoch's figures for one method (train_s: the training loop's wall time, rank 0's).
 struct Epoch {
-  double loss = 0, accuracy = 0, iteration_s = 0, bytes = 0;
+  double loss = 0, accuracy = 0, iteration_s = 0, bytes = 0, train_s = 0;
 };
 
 /// The method-specific part of an iteration: backward, averaging, gradients into .grad().
@@ -112,6 +120,7 @@ Epoch train_epoch(const Context& c, Net& net, torch::optim::SGD& opt, int epoch,
   const long shard = c.a.batch / c.size;
   double loss_sum = 0, bytes = 0;
   std::vector<double> times;
+  const double start = MPI_Wtime();
   for (int it = 0; it < c.iters; ++it) {
     const auto idx = perm.slice(0, static_cast<long>(it) * c.a.batch + c.rank * shard,
                                 static_cast<long>(it) * c.a.batch + (c.rank + 1) * shard);
@@ -123,23 +132,27 @@ Epoch train_epoch(const Context& c, Net& net, torch::optim::SGD& opt, int epoch,
     times.push_back(MPI_Wtime() - t0);
     loss_sum += loss.item<double>();
   }
+  const double train_s = MPI_Wtime() - start;
   MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, c.comm);
   return {loss_sum / c.iters / c.size, test_accuracy(c, net), omgs_examples::median(times),
-          bytes / c.iters};
+          bytes / c.iters, train_s};
 }
 
 /// Dense data parallelism: the gradients flattened, one MPI_Allreduce, averaged back (this
-/// rank's, before averaging, into `saver` while it wants them).
-Step dense_step(const Context& c, Net& net, omgs_examples::GradientSaver& saver) {
-  return [&c, &net, &saver](const torch::Tensor& loss) {
+/// rank's, before averaging, into `saver` while it wants them). Adds the allreduce's time to
+/// comm_s.
+Step dense_step(const Context& c, Net& net, omgs_examples::GradientSaver& saver, double& comm_s) {
+  return [&c, &net, &saver, &comm_s](const torch::Tensor& loss) {
     for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
     loss.backward();
     std::vector<torch::Tensor> grads;
     for (auto& p : net->parameters()) grads.push_back(p.grad().view(-1));
     auto flat = torch::cat(grads);
     saver.add(flat);
+    const double t0 = MPI_Wtime();
     MPI_Allreduce(MPI_IN_PLACE, flat.data_ptr<float>(), static_cast<int>(flat.numel()), MPI_FLOAT,
                   MPI_SUM, c.comm);
+    comm_s += MPI_Wtime() - t0;
     flat.div_(c.size);
     long at = 0;
     for (auto& g : grads) {
@@ -245,13 +258,16 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
       throw omgs_examples::IdxError("fashion-mnist: images are not 28x28 in " + a.data_dir);
     to_tensors(train, d.train_x, d.train_y);
     to_tensors(test, d.test_x, d.test_y);
+    const long keep = std::min<long>(a.test_images, d.test_x.size(0));
+    d.test_x = d.test_x.slice(0, 0, keep);
+    d.test_y = d.test_y.slice(0, 0, keep);
   }
   int iters = static_cast<int>(d.train_x.size(0) / a.batch);
   if (a.max_batches > 0) iters = std::min(iters, a.max_batches);
   const Context c{a, d, comm, rank, size, iters};
 
   torch::manual_seed(static_cast<std::uint64_t>(a.seed));
-  Net dense_net, sparse_net;
+  Net dense_net(a.model), sparse_net(a.model);
   {
     torch::NoGradGuard no_grad;
     auto from = dense_net->parameters(), to = sparse_net->parameters();
@@ -280,20 +296,22 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
   std::vector<std::pair<std::string, std::uint64_t>> saved_layers;
   for (const auto& l : layers) saved_layers.emplace_back(l.name, l.numel);
   omgs_examples::GradientSaver saver(a.save_gradients, a.save_iterations, comm, saved_layers);
-  const Step dense = dense_step(c, dense_net, saver);
+  double dense_comm_s = 0;
+  const Step dense = dense_step(c, dense_net, saver, dense_comm_s);
+  omgs_examples::EpochCsv csv(a.csv, comm);
   const Step sparse = [&glue](const torch::Tensor& loss) { return glue.step(loss); };
 
   std::uint64_t numel = 0;
   for (const auto& l : layers) numel += l.numel;
   if (rank == 0) {
     std::printf(
-        "omgs-train-torch: P = %d, CNN of %llu parameters in %zu tensors, batch %d (%d/rank), "
+        "omgs-train-torch: P = %d, %s of %llu parameters in %zu tensors, batch %d (%d/rank), "
         "%d iterations/epoch, density %g, planner %s, lr %g, momentum %g%s, warm-up %d epochs "
         "from %g, clip %g, pair wire %s, %s\n",
-        size, static_cast<unsigned long long>(numel), layers.size(), a.batch, a.batch / size, iters,
-        a.density, std::string(omgs::to_string(a.planner)).c_str(), a.lr, a.momentum,
-        a.momentum_correction ? " (sparse: momentum correction in omgs)" : "", a.warmup_epochs,
-        a.warmup_density, a.clip, wire_name(a).c_str(),
+        size, a.model.name.c_str(), static_cast<unsigned long long>(numel), layers.size(), a.batch,
+        a.batch / size, iters, a.density, std::string(omgs::to_string(a.planner)).c_str(), a.lr,
+        a.momentum, a.momentum_correction ? " (sparse: momentum correction in omgs)" : "",
+        a.warmup_epochs, a.warmup_density, a.clip, wire_name(a).c_str(),
         zero_copy ? "zero copy (.grad() over the runtime's buffers)"
                   : "one copy per layer (Kokkos memory is not host memory)");
     std::printf("%5s  %-6s  %10s  %8s  %12s  %14s\n", "epoch", "method", "train_loss", "test_acc",
@@ -301,15 +319,22 @@ int run(const Args& a, MPI_Comm comm, int rank, int size) {
     std::fflush(stdout);
   }
   Epoch de, sp;
+  double dense_s = 0, sparse_s = 0;
   for (int e = 1; e <= a.epochs; ++e) {
+    dense_comm_s = 0;
     de = train_epoch(c, dense_net, dense_opt, e, dense);
     glue.sparsify_s = glue.wait_s = 0;
     sp = train_epoch(c, sparse_net, sparse_opt, e, sparse);
+    csv.row("dense", a.seed, e, dense_s += de.train_s, de.accuracy);
+    csv.row("omgs", a.seed, e, sparse_s += sp.train_s, sp.accuracy);
     if (rank == 0) {
       for (const auto* r : {&de, &sp})
         std::printf("%5d  %-6s  %10.4f  %7.2f%%  %12.2f  %14.0f\n", e,
                     r == &de ? "dense" : "sparse", r->loss, r->accuracy, 1e3 * r->iteration_s,
                     r->bytes);
+      std::printf("%5s  dense: MPI_Allreduce %.2f ms/it of %.2f ms/it (%.0f%%)\n", "",
+                  1e3 * dense_comm_s / iters, 1e3 * de.train_s / iters,
+                  100.0 * dense_comm_s / de.train_s);
       std::printf("%5s  sparse: omgs top-k + packing %.2f ms/it, finish() %.2f ms/it\n", "",
                   1e3 * glue.sparsify_s / iters, 1e3 * glue.wait_s / iters);
       std::fflush(stdout);
