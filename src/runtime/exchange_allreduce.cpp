@@ -90,23 +90,7 @@ class AllreduceExchange final : public GroupExchange {
     }
     // Not applied: the aggregated slot is zero and a finite gradient of this rank goes to
     // its residual, so no gradient mass is lost.
-    const int own_bad =
-        kernels::count_nonfinite(exec(), f.grad, off, n, ctx_.bad_blocks, ctx_.bad_blocks_host);
-    if (own_bad == 0) kernels::add_into(exec(), ctx_.resid_of(slice_.g), f.grad, off, n);
-    st.nonfinite += static_cast<std::uint64_t>(own_bad);
-    zero_aggregate();
-    if (st.status != Status::ok) return;
-    st.failed_group = static_cast<int>(slice_.g);
-    if (w != WaitStatus::ok) {
-      st.status = Status::comm_failed;
-      r.error = std::string("omgs: finish(): the ") + name_ + " of dense " + slice_.label + " " +
-                collective_failure(w) + "; this rank's gradient was kept in its residual";
-      return;
-    }
-    st.status = Status::nonfinite_gradient;
-    r.error = "omgs: dense " + slice_.label + " summed to " + std::to_string(bad) +
-              " non-finite values (this rank's gradient has " + std::to_string(own_bad) +
-              "); the step is skipped for it on every rank";
+    keep_gradient_in_residual(w, bad, r, std::string("the ") + name_ + " of dense", "dense");
   }
 
  private:

@@ -79,23 +79,7 @@ void SparseNodeExchange::complete(WaitStatus w, GroupReport r) {
     return;
   }
   // Not applied: the wire left the residual as it was; this rank's finite gradient joins it.
-  const int own_bad =
-      kernels::count_nonfinite(exec(), f.grad, off, n, ctx_.bad_blocks, ctx_.bad_blocks_host);
-  if (own_bad == 0) kernels::add_into(exec(), ctx_.resid_of(slice_.g), f.grad, off, n);
-  st.nonfinite += static_cast<std::uint64_t>(own_bad);
-  zero_aggregate();
-  if (st.status != Status::ok) return;
-  st.failed_group = static_cast<int>(slice_.g);
-  if (w != WaitStatus::ok) {
-    st.status = Status::comm_failed;
-    r.error = "omgs: finish(): the sparse_node exchange of " + slice_.label + " " +
-              collective_failure(w) + "; this rank's gradient was kept in its residual";
-    return;
-  }
-  st.status = Status::nonfinite_gradient;
-  r.error = "omgs: sparse_node " + slice_.label + " summed to " + std::to_string(bad) +
-            " non-finite values (this rank's gradient has " + std::to_string(own_bad) +
-            "); the step is skipped for it on every rank";
+  keep_gradient_in_residual(w, bad, r, "the sparse_node exchange of", "sparse_node");
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 
+#include "runtime/dense_kernels.hpp"
+
 namespace omgs::detail {
 
 namespace {
@@ -93,6 +95,31 @@ std::uint64_t exchange_footprint(Collective collective, std::uint64_t n, std::ui
 
 void GroupExchange::zero_aggregate() const {
   fill_zero(exec(), Kokkos::subview(flat().agg, range()));
+}
+
+void GroupExchange::keep_gradient_in_residual(WaitStatus w, int bad, GroupReport& r,
+                                              const std::string& exchange,
+                                              const std::string& sum) const {
+  IterationStats& st = r.stats;
+  FlatBuffers& f = flat();
+  const std::size_t off = slice_.offset, n = slice_.numel;
+  const int own_bad =
+      kernels::count_nonfinite(exec(), f.grad, off, n, ctx_.bad_blocks, ctx_.bad_blocks_host);
+  if (own_bad == 0) kernels::add_into(exec(), ctx_.resid_of(slice_.g), f.grad, off, n);
+  st.nonfinite += static_cast<std::uint64_t>(own_bad);
+  zero_aggregate();
+  if (st.status != Status::ok) return;
+  st.failed_group = static_cast<int>(slice_.g);
+  if (w != WaitStatus::ok) {
+    st.status = Status::comm_failed;
+    r.error = "omgs: finish(): " + exchange + " " + slice_.label + " " + collective_failure(w) +
+              "; this rank's gradient was kept in its residual";
+    return;
+  }
+  st.status = Status::nonfinite_gradient;
+  r.error = "omgs: " + sum + " " + slice_.label + " summed to " + std::to_string(bad) +
+            " non-finite values (this rank's gradient has " + std::to_string(own_bad) +
+            "); the step is skipped for it on every rank";
 }
 
 std::string collective_failure(WaitStatus w) {

@@ -122,6 +122,12 @@ class GroupExchange {
   FlatBuffers& flat() const { return *ctx_.flat; }
   /// No exchange was applied: the aggregated slot of the group is zero.
   void zero_aggregate() const;
+  /// A dense sum not applied (w not ok, or `bad` > 0 non-finite values in the sum, the same
+  /// on every rank): this rank's gradient joins its residual where finite (no mass lost),
+  /// the slot is zeroed, and the iteration's first failure is named, "omgs: finish(): " +
+  /// `exchange` + " <group> ..." or "omgs: " + `sum` + " <group> summed to ...".
+  void keep_gradient_in_residual(WaitStatus w, int bad, GroupReport& r, const std::string& exchange,
+                                 const std::string& sum) const;
 
   GroupSlice slice_;
   ExchangeContext& ctx_;
