@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,19 +26,22 @@ constexpr const char* usage_text =
     "  --warmup N          untimed iterations first (default 2)\n"
     "  --density D         fraction of each group's entries sent (default 0.001)\n"
     "  --planners LIST     comma-separated: layerwise,single,threshold,mgs,optimal,\n"
-    "                      mgs_mixed,dense,mixed (sparse or dense per group),automatic\n"
-    "                      (default layerwise,single,mgs,optimal,mgs+loop); NAME+loop\n"
-    "                      runs it closed-loop: refit and replan on the run\n"
-    "                      (docs/planner.md); mgs+loop is the runtime's default\n"
-    "  --sparse-exchange E allgather (default), allreduce (the sparse allreduce: the\n"
-    "                      global top-k of the summed pairs) or automatic (as the plan\n"
-    "                      says per group): how omgs exchanges the sparse groups\n"
+    "                      mgs_mixed,dense,mixed (sparse or dense per group),automatic,\n"
+    "                      default (the runtime with nothing set: its planner closed-\n"
+    "                      loop, its exchange and wire; run once per round) (default\n"
+    "                      layerwise,single,mgs,optimal,default); NAME+loop runs it\n"
+    "                      closed-loop: refit and replan on the run (docs/planner.md)\n"
+    "  --sparse-exchange LIST  comma-separated: allgather, allreduce (the sparse\n"
+    "                      allreduce: the global top-k of the summed pairs) or automatic\n"
+    "                      (as the plan says per group): each planner runs once per\n"
+    "                      exchange (default: the runtime's)\n"
     "  --pair-wire LIST    comma-separated pair wires of the allgather groups (pairs8,\n"
     "                      fp32, bf16, fp16): each planner runs once per wire, and the\n"
     "                      table is followed by each wire's bytes and time against the\n"
     "                      first's (default: the runtime's, OMGS_PAIR_WIRE or pairs8)\n"
-    "  --rounds N          run each planner's wires N times in turn (default 1): the\n"
-    "                      comparison gives min / median / max over the rounds\n"
+    "  --rounds N          run every row N times, a round after another (default 1):\n"
+    "                      the comparisons give min / median / max over the rounds;\n"
+    "                      with several rows, each against the best row's median\n"
     "  --refit N           closed-loop window in iterations (default the runtime's, 5);\n"
     "                      the loop settles within 3 windows, which are added to its\n"
     "                      warm-up (run_mean_s counts them)\n"
@@ -114,6 +118,10 @@ Args parse_args(int argc, char** argv, int rank) {
       a.planners.clear();
       std::stringstream ss(value());
       for (std::string p; std::getline(ss, p, ',');) {
+        if (p == default_method) {
+          a.planners.push_back(p);
+          continue;
+        }
         try {
           (void)omgs::parse_planner(closed_loop(p) ? p.substr(0, p.size() - 5) : p);
         } catch (const omgs::Error& e) {
@@ -122,11 +130,15 @@ Args parse_args(int argc, char** argv, int rank) {
         a.planners.push_back(p);
       }
     } else if (opt == "--sparse-exchange") {
-      a.sparse_exchange = value();
-      try {
-        (void)omgs::parse_sparse_exchange(a.sparse_exchange);
-      } catch (const omgs::Error& e) {
-        usage_error(rank, std::string("--sparse-exchange: ") + e.what());
+      a.sparse_exchanges.clear();
+      std::stringstream ss(value());
+      for (std::string e; std::getline(ss, e, ',');) {
+        try {
+          (void)omgs::parse_sparse_exchange(e);
+        } catch (const omgs::Error& err) {
+          usage_error(rank, std::string("--sparse-exchange: ") + err.what());
+        }
+        a.sparse_exchanges.push_back(e);
       }
     } else if (opt == "--pair-wire") {
       a.pair_wires.clear();
@@ -177,7 +189,21 @@ Args parse_args(int argc, char** argv, int rank) {
   // OMGS_PAIR_WIRE wins over RuntimeOptions::pair_wire: the rows would be mislabelled.
   if (!a.pair_wires.empty() && std::getenv("OMGS_PAIR_WIRE") != nullptr)
     usage_error(rank, "--pair-wire and OMGS_PAIR_WIRE are both set (the variable would win)");
+  if (!a.sparse_exchanges.empty() && std::getenv("OMGS_SPARSE_EXCHANGE") != nullptr)
+    usage_error(rank,
+                "--sparse-exchange and OMGS_SPARSE_EXCHANGE are both set (the variable would win)");
   return a;
+}
+
+std::string calibration_exchange(const Args& args) {
+  const omgs::RuntimeOptions defaults;
+  bool sar = std::find(args.planners.begin(), args.planners.end(), default_method) !=
+                 args.planners.end() &&
+             defaults.sparse_exchange != omgs::SparseExchange::allgather;
+  for (const std::string& e : args.sparse_exchanges) sar = sar || e != "allgather";
+  if (args.sparse_exchanges.empty())
+    sar = sar || defaults.sparse_exchange != omgs::SparseExchange::allgather;
+  return sar ? "automatic" : "allgather";
 }
 
 std::string find_model(const std::string& name, const char* argv0) {

@@ -13,11 +13,12 @@ struct Args {
   int iterations = 10;
   int warmup = 2;
   double density = 0.001;
-  std::string sparse_exchange = "allgather";  // RuntimeOptions::sparse_exchange
+  /// RuntimeOptions::sparse_exchange per row; empty: the runtime's default.
+  std::vector<std::string> sparse_exchanges;
   std::vector<std::string> pair_wires;  // RuntimeOptions::pair_wire per row; empty: the default
-  int rounds = 1;                       // each planner's rows (every wire) this many times
-                   /// The fixed planners (open loop) and the runtime's default: mgs closed-loop.
-  std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal", "mgs+loop"};
+  int rounds = 1;                       // every row this many times, a round after another
+  /// The fixed planners (open loop) and "default": the runtime with nothing set.
+  std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal", "default"};
   bool dense = true;
   double bucket_mb = 25.0;
   std::string perf = "calibrate";
@@ -39,6 +40,14 @@ Args parse_args(int argc, char** argv, int rank);
 
 /// "mgs+loop": the planner run closed-loop.
 bool closed_loop(const std::string& method);
+
+/// The row of the runtime's defaults (RuntimeOptions{}: its planner closed-loop, its sparse
+/// exchange and pair wire), whatever --sparse-exchange and --pair-wire say.
+inline constexpr const char* default_method = "default";
+
+/// The sparse exchange the shared calibration must time: automatic (both) when a row may use
+/// the sparse allreduce, else allgather.
+std::string calibration_exchange(const Args& args);
 
 /// NAME -> a CSV: the path itself, $OMGS_MODELS_DIR/NAME.csv, <bin>/../share/omgs/models,
 /// then the source tree's examples/models.

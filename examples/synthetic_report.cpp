@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "median.hpp"
+#include "synthetic_args.hpp"
 
 namespace omgs_synthetic {
 
@@ -75,10 +76,12 @@ void print_table(int iterations, int warmup, int loop_warmup, bool dense,
 
 namespace {
 
-const Result* find(const std::vector<Result>& results, const std::string& planner,
-                   const std::string& wire, int round) {
+const Result* find(const std::vector<Result>& results, const Result& like, const std::string& wire,
+                   int round) {
   for (const Result& r : results)
-    if (r.planner == planner && r.wire == wire && r.round == round) return &r;
+    if (r.planner == like.planner && r.exchange == like.exchange && r.wire == wire &&
+        r.round == round)
+      return &r;
   return nullptr;
 }
 
@@ -91,14 +94,14 @@ Spread spread_of(const std::vector<double>& v) {
           *std::max_element(v.begin(), v.end())};
 }
 
-/// One planner's rows of `wire` against those of `base`, round by round.
-void print_pair(const std::vector<Result>& results, const std::string& planner,
-                const std::string& base, const std::string& wire, int rounds) {
+/// One planner's (and exchange's) rows of `wire` against those of `base`, round by round.
+void print_pair(const std::vector<Result>& results, const Result& like, const std::string& base,
+                const std::string& wire, int rounds) {
   std::vector<double> bytes, iters;
   std::string groups;
   for (int k = 0; k < rounds; ++k) {
-    const Result* a = find(results, planner, base, k);
-    const Result* b = find(results, planner, wire, k);
+    const Result* a = find(results, like, base, k);
+    const Result* b = find(results, like, wire, k);
     if (a == nullptr || b == nullptr || a->bytes_per_iter <= 0 || a->iteration_s <= 0) continue;
     bytes.push_back(b->bytes_per_iter / a->bytes_per_iter);
     iters.push_back(b->iteration_s / a->iteration_s);
@@ -107,9 +110,32 @@ void print_pair(const std::vector<Result>& results, const std::string& planner,
   }
   if (bytes.empty()) return;
   const Spread sb = spread_of(bytes), si = spread_of(iters);
+  const std::string who = like.exchange.empty() ? like.planner : like.planner + "/" + like.exchange;
   std::printf("  %-12s %-7s bytes/iter x %.3f %.3f %.3f  iteration_s x %.3f %.3f %.3f  groups %s\n",
-              planner.c_str(), wire.c_str(), sb.min, sb.median, sb.max, si.min, si.median, si.max,
+              who.c_str(), wire.c_str(), sb.min, sb.median, sb.max, si.min, si.median, si.max,
               groups.c_str());
+}
+
+/// One configuration's iteration times, a value per round.
+struct Config {
+  std::string name;
+  std::vector<double> iters;
+  bool is_default = false;
+};
+
+std::vector<Config> configs_of(const std::vector<Result>& results) {
+  std::vector<Config> configs;
+  for (const Result& r : results) {
+    if (r.planner.empty() || r.iteration_s <= 0) continue;  // the dense baselines
+    auto it = std::find_if(configs.begin(), configs.end(),
+                           [&](const Config& c) { return c.name == r.config; });
+    if (it == configs.end()) {
+      configs.push_back({r.config, {}, r.planner == default_method});
+      it = configs.end() - 1;
+    }
+    it->iters.push_back(r.iteration_s);
+  }
+  return configs;
 }
 
 }  // namespace
@@ -121,14 +147,42 @@ void print_wire_comparison(const std::vector<std::string>& wires, int rounds,
       "\npair wires against %s, same planner, alternated in this run: ratios min / median / "
       "max over %d round(s); groups %s/wire per round\n",
       wires[0].c_str(), rounds, wires[0].c_str());
-  std::vector<std::string> planners;
-  for (const Result& r : results)
-    if (!r.planner.empty() &&
-        std::find(planners.begin(), planners.end(), r.planner) == planners.end())
-      planners.push_back(r.planner);
-  for (const std::string& p : planners)
+  std::vector<const Result*> seen;  // one per planner and exchange
+  for (const Result& r : results) {
+    if (r.planner.empty() || r.wire != wires[0] || r.round != 0) continue;
+    seen.push_back(&r);
+  }
+  for (const Result* like : seen)
     for (std::size_t w = 1; w < wires.size(); ++w)
-      print_pair(results, p, wires[0], wires[w], rounds);
+      print_pair(results, *like, wires[0], wires[w], rounds);
+}
+
+void print_config_comparison(int rounds, const std::vector<Result>& results) {
+  const std::vector<Config> configs = configs_of(results);
+  if (configs.size() < 2) return;
+  std::size_t best = 0;
+  std::vector<Spread> spreads;
+  for (const Config& c : configs) spreads.push_back(spread_of(c.iters));
+  for (std::size_t i = 1; i < configs.size(); ++i)
+    if (spreads[i].median < spreads[best].median) best = i;
+  std::printf(
+      "\nconfigurations, alternated over %d round(s) in this run: iteration_s min / median / "
+      "max, and the median against the best's (%s)\n",
+      rounds, configs[best].name.c_str());
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    std::printf("  %-28s %8.4f %8.4f %8.4f  x %.3f%s\n", configs[i].name.c_str(), spreads[i].min,
+                spreads[i].median, spreads[i].max, spreads[i].median / spreads[best].median,
+                i == best ? "  (best)" : "");
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    if (!configs[i].is_default) continue;
+    const double ratio = spreads[i].median / spreads[best].median;
+    const bool inside = spreads[i].median <= spreads[best].max;
+    std::printf(
+        "default: x %.3f the best's median: %s (the best's rounds spread %.4f-%.4f s; the "
+        "default's median %s it)\n",
+        ratio, ratio <= 1.05 ? "within 5%" : "more than 5% behind", spreads[best].min,
+        spreads[best].max, inside ? "inside" : "outside");
+  }
 }
 
 }  // namespace omgs_synthetic

@@ -11,10 +11,12 @@ namespace omgs_synthetic {
 
 /// One method's run: a dense baseline, or one planner with one pair wire in one round.
 struct Result {
-  std::string method;   ///< the row's label: planner[/wire][#round]
-  std::string planner;  ///< omgs rows: the planner; empty for the dense rows
-  std::string wire;     ///< omgs rows: --pair-wire's wire, empty for the runtime's own
-  int round = 0;        ///< omgs rows: which of --rounds (0-based)
+  std::string method;    ///< the row's label: planner[/wire][#round]
+  std::string planner;   ///< omgs rows: the planner; empty for the dense rows
+  std::string exchange;  ///< omgs rows: --sparse-exchange's exchange, empty for the runtime's own
+  std::string wire;      ///< omgs rows: --pair-wire's wire, empty for the runtime's own
+  std::string config;    ///< omgs rows: the label without the round (rows compared by it)
+  int round = 0;         ///< omgs rows: which of --rounds (0-based)
   std::size_t groups = 0;
   double iteration_s = 0;     ///< median over timed iterations of the slowest rank's time
   double not_hidden_s = 0;    ///< median of the slowest rank's wait for communication
@@ -56,5 +58,11 @@ void print_table(int iterations, int warmup, int loop_warmup, bool dense,
 /// median / max over the rounds, and both plans' groups. Prints nothing for one wire.
 void print_wire_comparison(const std::vector<std::string>& wires, int rounds,
                            const std::vector<Result>& results);
+
+/// With several omgs rows (configurations): each one's iteration time over the rounds (min /
+/// median / max) and its median against the best configuration's median, then whether the
+/// runtime's default row is within 5% of the best (or inside the best's spread over the
+/// rounds). Prints nothing for one configuration.
+void print_config_comparison(int rounds, const std::vector<Result>& results);
 
 }  // namespace omgs_synthetic

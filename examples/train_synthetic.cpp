@@ -5,8 +5,8 @@
 // runs the backward pass from the last layer to the first, hands each gradient to omgs
 // (rt.ready) and waits in rt.finish(), exactly as a training code would.
 //
-// It compares the planners (by default layerwise, single, mgs, optimal, and mgs+loop: the
-// runtime's default, mgs closed-loop) with two dense baselines
+// It compares the planners (by default layerwise, single, mgs, optimal, and "default": the
+// runtime with nothing set, its planner closed-loop) with two dense baselines
 // (examples/dense_baseline.hpp): gradients fused into 25 MB buckets allreduced as
 // each fills, as PyTorch DDP does ("dense-bucket"), and one MPI_Iallreduce per layer
 // ("dense-layer"). Every plan uses one performance model, calibrated once per job
@@ -15,9 +15,10 @@
 // time, the mean over the first warmup + iterations iterations (run_mean_s: a closed loop's
 // exploration and refits included), communication not hidden behind the backward pass,
 // top-k and scatter-add (decode) times, bytes each rank sends and per allgather pair, predicted
-// time, and which allreduce each dense row used. --pair-wire LIST runs each planner once per pair
-// wire (RuntimeOptions::pair_wire), --rounds N that N times in turn, and then prints each wire's
-// bytes and time against the first wire's.
+// time, and which allreduce each dense row used. --sparse-exchange LIST and --pair-wire LIST run
+// each planner once per sparse exchange and pair wire, --rounds N every row N times, round after
+// round; then each wire's bytes and time against the first wire's, and each configuration's
+// median against the best's (with the default row's verdict: scripts/defaults-check.sh).
 //
 //   mpiexec -n 4 omgs-train-synthetic --model resnet50
 #include <mpi.h>
@@ -106,49 +107,101 @@ void print_points(const std::string& planner, const omgs::RefitReport& r) {
   std::printf("%s\n", r.group_numel.size() > 12 ? " ..." : "");
 }
 
-/// One omgs row: a planner, a pair wire of --pair-wire (empty: the runtime's own) and a round.
+/// One omgs row: a planner (or default_method), a sparse exchange of --sparse-exchange and a
+/// pair wire of --pair-wire (empty: the runtime's own) and a round.
 struct Method {
-  std::string planner, wire;
+  std::string planner, exchange, wire;
   int round = 0;
 
-  /// The row's label, planner[/wire][#round]; `sep` joins the parts (file names use '.').
-  std::string label(const Args& args, const std::string& sep = "/") const {
+  /// The row's label, planner[/exchange][/wire][#round]; `sep` joins the parts (file names
+  /// use '.'). The exchange is named when several are compared; the round, when there are
+  /// several and `with_round`.
+  std::string label(const Args& args, const std::string& sep = "/", bool with_round = true) const {
     std::string s = planner;
+    if (!exchange.empty() && args.sparse_exchanges.size() > 1) s += sep + exchange;
     if (!wire.empty()) s += sep + wire;
-    if (args.rounds > 1) s += (sep == "/" ? "#" : sep + "r") + std::to_string(round + 1);
+    if (with_round && args.rounds > 1)
+      s += (sep == "/" ? "#" : sep + "r") + std::to_string(round + 1);
     return s;
   }
 };
 
+/// The row's options: the runtime's defaults for default_method (closed loop, window
+/// --refit), else its planner (+loop: closed), exchange and wire; the job's model and
+/// density and dense allreduce form for both.
+omgs::RuntimeOptions method_options(const Args& args, const Method& m, const std::string& perf,
+                                    omgs::DenseAllreduce dense_form) {
+  omgs::RuntimeOptions opt;
+  const bool is_default = m.planner == omgs_synthetic::default_method;
+  const bool loop = is_default || closed_loop(m.planner);
+  if (!is_default) {
+    opt.planner = omgs::parse_planner(loop ? m.planner.substr(0, m.planner.size() - 5) : m.planner);
+    if (!m.wire.empty()) opt.pair_wire = omgs::parse_pair_wire(m.wire);
+    if (!m.exchange.empty()) opt.sparse_exchange = omgs::parse_sparse_exchange(m.exchange);
+  }
+  opt.dense_allreduce = dense_form;
+  opt.density = args.density;
+  opt.perf_model = perf;
+  opt.refit_iterations = loop ? args.refit : 0;  // the fixed planners: open loop
+  if (!args.trace.empty()) opt.trace_path = args.trace + "." + m.label(args, ".") + ".%r.json";
+  return opt;
+}
+
+/// --sparse-exchange's list, or the runtime's default exchange.
+std::string exchanges_text(const Args& args) {
+  if (args.sparse_exchanges.empty())
+    return std::string(omgs::to_string(omgs::RuntimeOptions().sparse_exchange)) +
+           " (the runtime's)";
+  std::string s;
+  for (const std::string& e : args.sparse_exchanges) s += (s.empty() ? "" : ",") + e;
+  return s;
+}
+
+/// The omgs rows in the order they run: round after round, each running every planner with
+/// every exchange and wire (the default row and the dense planner once: they take neither),
+/// so that a drift of the machine's load hits every row alike and a wire's row is beside
+/// the first wire's.
+std::vector<Method> methods_in_turn(const Args& args) {
+  const std::vector<std::string> none{""};
+  const std::vector<std::string>& wires = args.pair_wires.empty() ? none : args.pair_wires;
+  const std::vector<std::string>& exchanges =
+      args.sparse_exchanges.empty() ? none : args.sparse_exchanges;
+  std::vector<Method> methods;
+  for (int round = 0; round < args.rounds; ++round)
+    for (const std::string& p : args.planners) {
+      if (p == omgs_synthetic::default_method || p == "dense" || p == "dense+loop") {
+        methods.push_back({p, "", "", round});
+        continue;
+      }
+      for (const std::string& e : exchanges)
+        for (const std::string& w : wires) methods.push_back({p, e, w, round});
+    }
+  return methods;
+}
+
 Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                 const std::vector<int>& reps, const Method& m, const std::string& perf,
                 omgs::DenseAllreduce dense_form, int rank) {
-  const std::string& planner = m.planner;
   const std::string name = m.label(args);  // the row and the per-iteration lines
-  omgs::RuntimeOptions opt;
-  if (!m.wire.empty()) opt.pair_wire = omgs::parse_pair_wire(m.wire);
-  opt.dense_allreduce = dense_form;
-  opt.density = args.density;
-  const bool loop = closed_loop(planner);
-  opt.planner = omgs::parse_planner(loop ? planner.substr(0, planner.size() - 5) : planner);
-  opt.perf_model = perf;
-  opt.sparse_exchange = omgs::parse_sparse_exchange(args.sparse_exchange);
-  const omgs::RuntimeOptions defaults;
-  const bool is_default =
-      loop && opt.planner == defaults.planner && args.refit == defaults.refit_iterations;
-  opt.refit_iterations = loop ? args.refit : 0;  // the fixed planners: open loop
+  const omgs::RuntimeOptions opt = method_options(args, m, perf, dense_form);
+  const bool loop = opt.refit_iterations > 0;
   const int warmup = args.warmup + (loop ? args.refit * (opt.max_replans + 1) : 0);
-  if (!args.trace.empty()) opt.trace_path = args.trace + "." + m.label(args, ".") + ".%r.json";
   omgs::Runtime rt(MPI_COMM_WORLD, layers, opt);
   Result r;
   r.method = name;
-  r.planner = planner;
+  r.planner = m.planner;
+  r.exchange = m.exchange;
   r.wire = m.wire;
   r.round = m.round;
+  r.config = m.label(args, "/", false);
   r.groups = rt.plan().groups.size();
   r.predicted_s = rt.plan().predicted.iteration_end_s;
-  if (loop)
-    r.note = "closed loop, window " + std::to_string(args.refit) + (is_default ? " (default)" : "");
+  if (loop) r.note = "closed loop, window " + std::to_string(args.refit);
+  if (m.planner == omgs_synthetic::default_method)
+    r.note += std::string(", the runtime's defaults: ") +
+              std::string(omgs::to_string(opt.planner)) + ", " +
+              std::string(omgs::to_string(opt.sparse_exchange)) + ", " +
+              std::string(omgs::to_string(opt.pair_wire));
   if (rt.plan().dense_groups() > 0)
     r.note += std::string(r.note.empty() ? "" : "; ") +
               "dense groups: " + rt.calibration().dense_allreduce.name();
@@ -256,9 +309,9 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
   dense_form = omgs::DenseAllreduce::automatic;
   dense_setting = -1;
   if (args.perf != "calibrate") return args.perf;
-  const omgs_examples::SharedModel m =
-      omgs_examples::calibrate_shared(MPI_COMM_WORLD, layers, args.density, args.calibrations, 2,
-                                      omgs::parse_sparse_exchange(args.sparse_exchange));
+  const omgs_examples::SharedModel m = omgs_examples::calibrate_shared(
+      MPI_COMM_WORLD, layers, args.density, args.calibrations, 2,
+      omgs::parse_sparse_exchange(omgs_synthetic::calibration_exchange(args)));
   if (rank == 0) {
     std::printf(
         "calibration x%d (%.2f s), min / median / max over runs; the plans use the\n"
@@ -333,7 +386,7 @@ int main(int argc, char** argv) {
           "omgs-train-synthetic: %s, %zu tensors, %llu elements; P = %d, density %g, sparse "
           "exchange %s\n",
           path.c_str(), layers.size(), static_cast<unsigned long long>(total), size, args.density,
-          args.sparse_exchange.c_str());
+          exchanges_text(args).c_str());
       std::printf("emulated backward %.4f s per iteration (Kokkos %s); MPI thread level %s\n\n",
                   backward, Exec::name(),
                   provided == MPI_THREAD_MULTIPLE ? "MULTIPLE" : "below MULTIPLE (inline)");
@@ -355,20 +408,15 @@ int main(int argc, char** argv) {
     // The dense rows' choosers applied their own MPI_T setting (process-wide); the plans run
     // with the one their calibration timed.
     if (dense_form != omgs::DenseAllreduce::automatic) omgs::apply_allreduce_setting(dense_setting);
-    // Per planner, the rounds in turn, each running every wire: a wire's rows are beside the
-    // first wire's, alternated, so that a drift of the machine's load hits both alike.
-    const std::vector<std::string> wires =
-        args.pair_wires.empty() ? std::vector<std::string>{""} : args.pair_wires;
-    for (const std::string& p : args.planners)
-      for (int round = 0; round < args.rounds; ++round)
-        for (const std::string& w : wires)
-          results.push_back(run_omgs(args, layers, reps, {p, w, round}, perf, dense_form, rank));
+    for (const Method& m : methods_in_turn(args))
+      results.push_back(run_omgs(args, layers, reps, m, perf, dense_form, rank));
     if (temp) omgs_examples::remove_job_model(MPI_COMM_WORLD, perf);
     if (rank == 0)
       omgs_synthetic::print_table(args.iterations, args.warmup,
                                   args.refit * (omgs::RuntimeOptions().max_replans + 1), args.dense,
                                   results);
-    if (rank == 0) omgs_synthetic::print_wire_comparison(wires, args.rounds, results);
+    if (rank == 0) omgs_synthetic::print_wire_comparison(args.pair_wires, args.rounds, results);
+    if (rank == 0) omgs_synthetic::print_config_comparison(args.rounds, results);
     if (!dense_ok) status = 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "omgs-train-synthetic (rank %d): error: %s\n", rank, e.what());

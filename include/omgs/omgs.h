@@ -63,8 +63,8 @@ typedef struct omgs_layer {
 
 typedef struct omgs_options {
   double density;         /* default 0.001 */
-  const char* planner;    /* "mgs" (default), "layerwise", "single", "threshold", "optimal",
-                             "automatic" */
+  const char* planner;    /* "mixed" (default), "mgs", "layerwise", "single", "threshold",
+                             "optimal", "mgs_mixed", "dense", "automatic" */
   const char* perf_model; /* "calibrate" (default), "reference", or an alpha-beta JSON file */
   uint64_t threshold_numel;
   int force_inline_progress; /* nonzero: no progress thread */
@@ -81,9 +81,9 @@ typedef struct omgs_options {
   int refit_iterations;   /* >= 0; default 5; 0: off */
   int max_replans;        /* >= 0; default 2 */
   double replan_min_gain; /* finite, >= 0; default 0.05 */
-  /* How the sparse groups are exchanged: "allgather" (default), "allreduce" (the sparse
-   * allreduce: the global top-k of the summed pairs) or "automatic" (as the plan says per
-   * group). OMGS_SPARSE_EXCHANGE wins. */
+  /* How the sparse groups are exchanged: "automatic" (default: as the plan says per group),
+   * "allgather" or "allreduce" (the sparse allreduce: the global top-k of the summed pairs).
+   * OMGS_SPARSE_EXCHANGE wins. */
   const char* sparse_exchange;
   /* Accuracy at low density (docs/api.md, "Accuracy at low density"), after Deep Gradient
    * Compression. Warm-up: over the first warmup_iterations iterations the density falls
@@ -96,8 +96,8 @@ typedef struct omgs_options {
   int warmup_stages;          /* >= 1; default 4 */
   double momentum;            /* in [0, 1); default 0: off */
   double clip_norm;           /* >= 0; default 0: off */
-  /* The sparse groups' wire format (allgather and sparse allreduce): "pairs8" (default; NULL
-   * keeps it), "fp32", "bf16", "fp16" (the compact pair format, docs/api.md "Pair wire").
+  /* The sparse groups' wire format (allgather and sparse allreduce): "bf16" (default; NULL
+   * keeps it), "pairs8", "fp32", "fp16" (the compact pair format, docs/api.md "Pair wire").
    * OMGS_PAIR_WIRE wins. */
   const char* pair_wire;
   /* How the dense groups are allreduced: "automatic" (default: a short measurement at

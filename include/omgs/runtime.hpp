@@ -58,8 +58,9 @@ enum class TimeoutAction {
 struct RuntimeOptions {
   double density = 0.001;  ///< fraction of each group's entries that is sent
   /// How layers are merged into groups, and (mgs_mixed, optimal, dense, mixed with a model
-  /// that knows the allreduce, e.g. the calibrated one) which groups are dense.
-  Planner planner = Planner::mgs;
+  /// that knows the allreduce, e.g. the calibrated one) which groups are dense. The default
+  /// mixed chooses among mgs, mgs_mixed, optimal and dense (docs/planner.md, "Defaults").
+  Planner planner = Planner::mixed;
   /// "calibrate" (time top-k on this device and allgather on this communicator, at init),
   /// "reference" (the paper's constants), or the path of an alpha-beta JSON file.
   std::string perf_model = "calibrate";
@@ -67,9 +68,8 @@ struct RuntimeOptions {
   /// How the sparse groups are exchanged (docs/comm.md, "The sparse allreduce"): allgather
   /// (every rank's top-k pairs gathered on every rank), allreduce (every sparse group by the
   /// sparse allreduce: the global top-k of the summed pairs, its volume near O(k) per rank
-  /// instead of O(P k)), or automatic (each group as the plan says). OMGS_SPARSE_EXCHANGE
-  /// wins.
-  SparseExchange sparse_exchange = SparseExchange::allgather;
+  /// instead of O(P k)), or automatic (default: per group, the faster). OMGS_SPARSE_EXCHANGE wins.
+  SparseExchange sparse_exchange = SparseExchange::automatic;
   /// The collectives the plans may give a group (PlanConfig::collectives): rows of the
   /// planner's table of collectives, built-in or registered (docs/architecture.md, "Adding
   /// a collective"). Empty (the default): those of sparse_exchange and the dense allreduce.
@@ -156,9 +156,9 @@ struct RuntimeOptions {
   /// and counted).
   std::size_t trace_max_events = std::size_t{1} << 18;
 
-  /// The sparse groups' wire format (allgather and sparse allreduce; PairWire, comm.hpp);
-  /// OMGS_PAIR_WIRE wins. Every rank must agree.
-  PairWire pair_wire = PairWire::pairs8;
+  /// The sparse groups' wire format (PairWire, comm.hpp): bf16 (compact pairs, the rounding
+  /// error kept in the residual) by default. OMGS_PAIR_WIRE wins. Every rank must agree.
+  PairWire pair_wire = PairWire::bf16;
 
   /// The element type of the gradient views (docs/api.md, "16-bit gradients"): fp32, or bf16
   /// / fp16, whose views are gradient_bf16() / gradient_fp16(), ready(l, view) of that type,

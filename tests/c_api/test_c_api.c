@@ -62,9 +62,11 @@ int main(int argc, char** argv) {
   omgs_options opt;
   omgs_runtime* rt_probe = NULL;
   omgs_options_init(&opt);
-  EXPECT(opt.density > 0 && strcmp(opt.planner, "mgs") == 0);
+  /* The runtime's defaults (docs/planner.md, "Defaults"). */
+  EXPECT(opt.density > 0 && strcmp(opt.planner, "mixed") == 0);
+  EXPECT(opt.sparse_exchange != NULL && strcmp(opt.sparse_exchange, "automatic") == 0);
   EXPECT(opt.shutdown_timeout_s == 5.0);
-  EXPECT(opt.pair_wire != NULL && strcmp(opt.pair_wire, "pairs8") == 0);
+  EXPECT(opt.pair_wire != NULL && strcmp(opt.pair_wire, "bf16") == 0);
   /* A bad pair wire on the last rank fails every rank, naming it. */
   opt.pair_wire = rank == size - 1 ? "fp8" : "bf16";
   EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt_probe) == OMGS_ERROR_SETUP);
@@ -97,7 +99,9 @@ int main(int argc, char** argv) {
   layers[1].numel = 300;
   EXPECT(omgs_create(MPI_COMM_WORLD, layers, 3, &opt, NULL) == OMGS_ERROR_INVALID_ARGUMENT);
 
-  /* A working runtime. */
+  /* A working runtime: every group sparse, its 8-byte pairs gathered (the checks below). */
+  opt.sparse_exchange = "allgather";
+  opt.pair_wire = "pairs8";
   opt.density = 1.0;
   opt.perf_model = "calibrate";
   rc = omgs_create(MPI_COMM_WORLD, layers, 3, &opt, &rt);

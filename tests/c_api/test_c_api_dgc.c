@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   EXPECT(opt.momentum == 0.0 && opt.clip_norm == 0.0);
   opt.perf_model = "calibrate";
   opt.density = 0.01;
+  /* The references below model every group sparse and its 8-byte pairs gathered. */
+  opt.planner = "mgs";
+  opt.sparse_exchange = "allgather";
+  opt.pair_wire = "pairs8";
   omgs_runtime* rt = NULL;
   if (size > 1) { /* a differing option fails every rank, naming it */
     opt.momentum = rank == size - 1 ? 0.5 : 0.0;

@@ -19,6 +19,7 @@
 #include "../runtime/runtime_test_support.hpp"
 #include "mpi_fault.h"
 #include "omgs_catch.hpp"
+#include "sparse_options.hpp"
 
 using omgs_test::copy_to;
 using omgs_test::to_host;
@@ -60,7 +61,7 @@ void check_mean(omgs::Runtime& rt, int it) {
 }
 
 omgs::RuntimeOptions options(omgs::Planner planner) {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = 1.0;
   opt.planner = planner;
   opt.perf_model = "calibrate";

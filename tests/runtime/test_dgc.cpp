@@ -15,6 +15,7 @@
 #include "count_allocations.hpp"
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
+#include "sparse_options.hpp"
 
 using omgs_test::fill_gradient;
 using omgs_test::to_host;
@@ -31,7 +32,7 @@ std::vector<omgs::LayerSpec> dgc_layers() {
 }
 
 omgs::RuntimeOptions dgc_options() {
-  omgs::RuntimeOptions o;
+  omgs::RuntimeOptions o = omgs_test::sparse_options();
   o.density = 0.01;
   o.perf_model = "calibrate";
   o.read_environment = false;

@@ -12,6 +12,7 @@
 
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
+#include "sparse_options.hpp"
 
 using omgs_test::world_rank;
 using omgs_test::world_size;
@@ -35,7 +36,7 @@ std::string budget_model() {
 }
 
 omgs::RuntimeOptions budget_options(omgs::Planner planner, const std::string& perf) {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = 0.05;
   opt.planner = planner;
   opt.perf_model = perf;

@@ -15,6 +15,7 @@
 #include "comm/environment.hpp"
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
+#include "sparse_options.hpp"
 
 using omgs_test::count_of;
 using omgs_test::fill_gradient;
@@ -71,7 +72,7 @@ struct EnvGuard {
 
 TEST_CASE("backward times are measured from ready() spacing, then the plan is rebuilt",
           "[runtime][profile]") {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = 0.01;
   opt.perf_model = "calibrate";
   opt.profile_iterations = 3;
@@ -124,7 +125,7 @@ TEST_CASE("backward times are measured from ready() spacing, then the plan is re
 }
 
 TEST_CASE("measure with profile_iterations < 1 is an error on every rank", "[runtime][profile]") {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.perf_model = "reference";
   opt.backward_times = omgs::BackwardTimes::measure;
   opt.profile_iterations = world_rank() == world_size() - 1 ? 0 : 3;
@@ -135,7 +136,7 @@ TEST_CASE("measure with profile_iterations < 1 is an error on every rank", "[run
 TEST_CASE("the measured timeline is consistent and follows the pipeline", "[runtime][timeline]") {
   auto layers = untimed_layers();
   for (std::size_t l = 0; l < layers.size(); ++l) layers[l].backward_s = emulated_s(l);
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = 0.05;
   opt.planner = omgs::Planner::layerwise;
   opt.perf_model = "calibrate";
@@ -175,7 +176,7 @@ TEST_CASE("the measured timeline is consistent and follows the pipeline", "[runt
 
 TEST_CASE("Chrome trace: one file per rank, valid JSON, every phase of every group",
           "[runtime][trace]") {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = 0.05;
   opt.perf_model = "calibrate";
   opt.trace_path = "omgs_test_trace.%r.json";
@@ -223,7 +224,7 @@ TEST_CASE("Chrome trace: one file per rank, valid JSON, every phase of every gro
 }
 
 TEST_CASE("SVG: predicted next to measured", "[runtime][svg]") {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = 0.05;
   opt.perf_model = "calibrate";
   auto layers = untimed_layers();
@@ -247,7 +248,7 @@ TEST_CASE("bad OMGS_* environment values on one rank fail every rank with their 
           "[runtime][env]") {
   auto layers = untimed_layers();
   for (auto& l : layers) l.backward_s = 1e-4;
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.perf_model = world_size() == 1 ? "calibrate" : "reference";  // reference: P >= 2
   if (world_size() != 1 && world_size() != 2 && world_size() != 4) return;
   const bool last = world_rank() == world_size() - 1;

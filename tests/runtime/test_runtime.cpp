@@ -14,6 +14,7 @@
 
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
+#include "sparse_options.hpp"
 
 namespace {
 
@@ -67,7 +68,7 @@ std::vector<std::pair<std::uint32_t, float>> host_topk(const std::vector<float>&
 TEST_CASE("runtime: aggregated gradient equals the reference over several iterations",
           "[runtime]") {
   const int P = world_size();
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = 0.05;
   opt.perf_model = "calibrate";
   omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
@@ -129,7 +130,7 @@ TEST_CASE("runtime: aggregated gradient equals the reference over several iterat
 }
 
 TEST_CASE("runtime: no gradient mass is lost over many iterations", "[runtime]") {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = 0.01;
   opt.perf_model = "calibrate";
   omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
@@ -156,7 +157,7 @@ TEST_CASE("runtime: the residual carries over the plan switch after profiling bi
   // Layer-wise groups while profiling, one group after: each group's residual alternates
   // between two buffers, and an odd number of profiled iterations leaves them in the second
   // one at the switch; the new plan must start from every layer's current residual.
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = 0.05;
   opt.perf_model = "calibrate";
   opt.backward_times = omgs::BackwardTimes::measure;
@@ -204,7 +205,7 @@ TEST_CASE("runtime: the residual carries over the plan switch after profiling bi
 }
 
 TEST_CASE("runtime: every rank has the same plan", "[runtime]") {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.perf_model = "calibrate";
   omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
   long n = static_cast<long>(rt.plan().groups.size()), lo = 0, hi = 0;
@@ -218,7 +219,7 @@ TEST_CASE("runtime: every rank has the same plan", "[runtime]") {
 TEST_CASE("runtime: ranks that disagree get an error, not a hang", "[runtime]") {
   if (world_size() < 2) return;
   const bool odd = world_rank() == 1;
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.perf_model = "calibrate";
   auto layers = test_layers();
   if (odd) layers[3].name = "conv2_renamed";
@@ -247,7 +248,7 @@ TEST_CASE("runtime: ranks that disagree get an error, not a hang", "[runtime]") 
 }
 
 TEST_CASE("runtime: misuse yields statuses and leaves the runtime usable", "[runtime]") {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.perf_model = "calibrate";
   opt.force_inline_progress = true;
   omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
@@ -281,7 +282,7 @@ TEST_CASE("runtime: misuse yields statuses and leaves the runtime usable", "[run
 TEST_CASE("runtime: a non-finite gradient fails the step on every rank, then training goes on",
           "[runtime]") {
   const int P = world_size();
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.perf_model = "calibrate";
   opt.planner = omgs::Planner::layerwise;
   omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);

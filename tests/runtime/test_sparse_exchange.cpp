@@ -24,6 +24,7 @@
 
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
+#include "sparse_options.hpp"
 
 using omgs::SparsePair;
 using omgs::detail::SparseAllreduce;
@@ -41,7 +42,7 @@ std::vector<omgs::LayerSpec> test_layers() {
 }
 
 omgs::RuntimeOptions sar_options(double density, omgs::PairWire wire = omgs::PairWire::pairs8) {
-  omgs::RuntimeOptions opt;
+  omgs::RuntimeOptions opt = omgs_test::sparse_options();
   opt.density = density;
   opt.pair_wire = wire;
   opt.perf_model = "calibrate";
