@@ -27,19 +27,16 @@ std::string num(double v) {
   return buf;
 }
 
-std::size_t sparse_allreduce_groups(const omgs::Plan& p) {
+std::size_t groups_on(const omgs::Plan& p, omgs::Collective c) {
   std::size_t n = 0;
-  for (const omgs::Group& g : p.groups) n += g.collective == omgs::Collective::sparse_allreduce;
+  for (const omgs::Group& g : p.groups) n += g.collective == c;
   return n;
 }
 
 // Groups on a two-level row (allreduce_node, sparse_node): dense_groups() counts them too.
 std::size_t node_groups(const omgs::Plan& p) {
-  std::size_t n = 0;
-  for (const omgs::Group& g : p.groups)
-    n += g.collective == omgs::Collective::allreduce_node ||
-         g.collective == omgs::Collective::sparse_node;
-  return n;
+  return groups_on(p, omgs::Collective::allreduce_node) +
+         groups_on(p, omgs::Collective::sparse_node);
 }
 
 // The plans of a row, by name, for the per-plan objects of the JSON form.
@@ -110,7 +107,7 @@ void print_sweep_table(std::ostream& os, const std::vector<omgs::SweepRow>& rows
             vs(sar),
             seconds(r.mixed.predicted.non_overlapped_comm_s),
             std::to_string(r.mixed.dense_groups() - node_groups(r.mixed)) + "/" +
-                std::to_string(sparse_allreduce_groups(r.mixed)) + "/" +
+                std::to_string(groups_on(r.mixed, omgs::Collective::sparse_allreduce)) + "/" +
                 std::to_string(node_groups(r.mixed)) + "/" + std::to_string(r.mixed.groups.size()),
             std::string(omgs::to_string(r.mixed.picked))};
   });
@@ -136,8 +133,10 @@ void print_sweep_json(std::ostream& os, const std::vector<omgs::SweepRow>& rows,
        << ", \"mixed_s\": " << num(r.mixed.predicted.iteration_end_s) << ", \"mixed_picked\": \""
        << omgs::to_string(r.mixed.picked)
        << "\", \"mixed_dense_groups\": " << r.mixed.dense_groups() - node_groups(r.mixed)
-       << ", \"mixed_sparse_allreduce_groups\": " << sparse_allreduce_groups(r.mixed)
+       << ", \"mixed_sparse_allreduce_groups\": "
+       << groups_on(r.mixed, omgs::Collective::sparse_allreduce)
        << ", \"mixed_node_groups\": " << node_groups(r.mixed)
+       << ", \"mixed_sparse_node_groups\": " << groups_on(r.mixed, omgs::Collective::sparse_node)
        << ", \"mixed_groups\": " << r.mixed.groups.size()
        << ", \"backward_s\": " << num(r.backward_s) << ",\n  \"compute_end_s\": "
        << per_plan(r, [](const omgs::Plan& p) { return p.predicted.compute_end_s; })
