@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The scale study (docs/scale.md): every bundled model on every example fabric, predicted by
-# omgs-plan --workers-sweep for P = 2 ... 4096 with one GPU's top-k model, written as
-# docs/scale.md (summary at P = 64, 512, 4096), docs/scale/tables.md (every P) and one SVG
-# chart per model and fabric under docs/scale/. Prediction only: nothing is run on a GPU or
+# omgs-plan --workers-sweep for P = 2 ... 4096 with one GPU's top-k model, and on four node
+# shapes (DGX H100, Frontier, Aurora, Perlmutter: 1 to 512 nodes, flat and two-level),
+# written as docs/scale.md (summary at P = 64, 512, 4096 and at 8, 64, 512 nodes),
+# docs/scale/tables.md (every P) and one SVG chart per model and fabric under docs/scale/. Prediction only: nothing is run on a GPU or
 # a network; every input is a file of examples/ (docs/scale.md names their sources).
 #
 #   ./scripts/scale-study.sh [BUILD_DIR]
@@ -31,6 +32,7 @@ case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 jobs="$(omgs_jobs)"
 fabrics=(ethernet_10g ethernet_25g infiniband_hdr200 slingshot11 infiniband_ndr400)
 models=(gpt2_xl llama_7b vit_l16 resnet50 bert_base gpt2_small vgg16)
+machines=(dgx_h100:8 frontier:8 aurora:6 perlmutter:4)  # node shapes: file:ranks per node
 
 plan="$build/src/tools/omgs-plan"
 if [ ! -x "$plan" ]; then
@@ -62,8 +64,24 @@ done | (cd "$work" && xargs -P "$jobs" -n 2 bash -c '
   "$PLAN" --model "models/$0.csv" --perf "perf/$1.json" --topk topk.json --density "$DENSITY_" \
     --workers-sweep "$WORKERS_" --optimal-work 3000000 --choice-margin 0 --sparse-exchange automatic --dense-wire "$DENSE_WIRE_" --format json \
     --svg "$OUT_/scale/$0__$1.svg" > "json/$0__$1.json"')
+# Node shapes (issue 45): each machine's file (examples/perf/<machine>.json, its intra-node
+# link in "node_link") with its ranks per node G, P = G ... 512 G (1 to 512 nodes), swept
+# twice: flat (every rank a peer on its share of the NICs, as above) and in two levels
+# (--ranks-per-node G: the two-level rows and dense baselines). No charts.
+for m in "${models[@]}"; do
+  for s in "${machines[@]}"; do
+    echo "$m ${s%%:*} ${s##*:}"
+  done
+done | (cd "$work" && xargs -P "$jobs" -n 3 bash -c '
+  for g in 1 "$2"; do
+    "$PLAN" --model "models/$0.csv" --perf "perf/$1.json" --topk topk.json --density "$DENSITY_" \
+      --workers-sweep "$2,$(($2 * 2)),...,$(($2 * 512))" --ranks-per-node "$g" \
+      --optimal-work 3000000 --choice-margin 0 --sparse-exchange automatic \
+      --dense-wire "$DENSE_WIRE_" --format json \
+      > "json/$0__$1__$([ "$g" = 1 ] && echo flat || echo nodes).json"
+  done')
 seconds="$SECONDS"
-omgs_log "${#models[@]} models x ${#fabrics[@]} fabrics swept in $seconds s ($jobs at a time; load $(cut -d ' ' -f 1 /proc/loadavg))"
+omgs_log "${#models[@]} models x (${#fabrics[@]} fabrics + ${#machines[@]} node shapes x 2) swept in $seconds s ($jobs at a time; load $(cut -d ' ' -f 1 /proc/loadavg))"
 python3 "$OMGS_ROOT/scripts/scale_report.py" "$work/json" "$OMGS_ROOT/scripts/scale-study.md" \
   "$out/scale.md" "$out/scale/tables.md" scale "$seconds s on $(nproc) cores (load $(cut -d ' ' -f 1 /proc/loadavg))"
 omgs_log "wrote $out/scale.md, $out/scale/tables.md and $out/scale/*.svg"

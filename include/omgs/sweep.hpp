@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include <omgs/node_model.hpp>
 #include <omgs/plan.hpp>
 
 namespace omgs {
@@ -13,8 +14,10 @@ namespace omgs {
 /// Predicted plans of one model for many numbers of workers (omgs-plan --workers-sweep).
 struct SweepRow {
   int workers = 0;
+  int ranks_per_node = 1;  ///< the sweep's node shape (1: flat, no two-level rows)
   /// Planner::dense: the best all-dense grouping with an fp32 allreduce (4 bytes per element,
-  /// whatever the model's allreduce_element_bytes)
+  /// whatever the model's allreduce_element_bytes); with a node shape each group takes the
+  /// faster of the flat and the two-level allreduce (Collective::allreduce_node)
   Plan dense;
   Plan mgs;      ///< all-sparse MGS, every group allgathered (the published algorithm)
   Plan optimal;  ///< boundaries and collectives searched together
@@ -33,6 +36,12 @@ struct SweepRow {
   /// mixed's dense candidate when the model's dense elements are 2 bytes.
   Plan dense_bf16;
   bool has_bf16 = false;
+  /// With a node shape (ranks_per_node > 1, has_sparse_node): the best grouping with every
+  /// group exchanged by the sparse node-summed form (Collective::sparse_node; the dense
+  /// planner's search on that row alone, as its top-k is in the exchange): a baseline beside
+  /// mixed, whose mgs_mixed and optimal candidates may give that row to any group
+  Plan sparse_node;
+  bool has_sparse_node = false;
   double backward_s = 0.0;  ///< the backward pass alone: the floor every plan is above
 };
 /// One row per P (in the given order). The model must know both collectives for every P
@@ -42,12 +51,18 @@ struct SweepRow {
 /// optimal; any margin: never slower than dense or sparse_allreduce). `exchange` is the
 /// PlanConfig::sparse_exchange of mixed's candidates (allreduce needs a model that knows
 /// the sparse allreduce for every P). `memory_budget_bytes` and `max_mpi_count` are every
-/// plan's PlanConfig limits (0: none, the default).
+/// plan's PlanConfig limits (0: none, the default). `node` (ranks_per_node > 1; the default
+/// is flat) makes every model a NodeModel of the given alpha-beta model: omgs' plans may use
+/// the two-level rows, the dense baselines become two-level where faster, and the
+/// all-node-summed plan is added beside them; it throws omgs::Error for ranks_per_node < 1, one
+/// that does not divide some P, or a model that is not alpha-beta. With ranks_per_node = 1 the rows
+/// are the flat sweep's exactly.
 OMGS_EXPORT std::vector<SweepRow> sweep_workers(
     const std::vector<LayerSpec>& layers, const PerfModel& model, double density,
     const std::vector<int>& workers, const OptimalBudget& budget = {},
     double margin = default_choice_margin, SparseExchange exchange = SparseExchange::allgather,
-    std::uint64_t memory_budget_bytes = 0, std::uint64_t max_mpi_count = 0);
+    std::uint64_t memory_budget_bytes = 0, std::uint64_t max_mpi_count = 0,
+    const NodeShape& node = {});
 /// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of
 /// the two numbers before it up to the one after it). Throws omgs::Error on a bad list.
 OMGS_EXPORT std::vector<int> parse_workers_list(std::string_view text);

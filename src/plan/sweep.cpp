@@ -4,10 +4,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 
+#include <omgs/node_model.hpp>
 #include <omgs/plan.hpp>
 #include <omgs/sweep.hpp>
 
@@ -16,59 +19,123 @@
 
 namespace omgs {
 
+namespace {
+// The models of one sweep: omgs' own (the model's bytes per dense element) and the dense fp32
+// and bf16 baselines' (nullptr: not an alpha-beta model, no bf16). With a node shape each is
+// a NodeModel of the same fabric, which knows the two-level rows; without, the flat ones.
+struct SweepModels {
+  const PerfModel* own = nullptr;
+  const PerfModel* fp32 = nullptr;
+  const PerfModel* bf16 = nullptr;
+  std::vector<std::unique_ptr<PerfModel>> owned;
+};
+
+SweepModels sweep_models(const PerfModel& model, const NodeShape& node) {
+  SweepModels m;
+  m.own = m.fp32 = &model;
+  const bool two_level = node.ranks_per_node != 1;
+  const AlphaBetaModel* ab = model.as_alpha_beta();
+  if (ab == nullptr) {
+    if (two_level)
+      throw Error("omgs: a node shape needs an alpha-beta model of the fabric (" +
+                  model.describe() + ")");
+    return m;
+  }
+  auto keep = [&](AlphaBetaModel a) -> const PerfModel* {
+    if (two_level)
+      m.owned.push_back(std::make_unique<NodeModel>(std::move(a), node));
+    else
+      m.owned.push_back(std::make_unique<AlphaBetaModel>(std::move(a)));
+    return m.owned.back().get();
+  };
+  if (two_level) m.own = keep(*ab);
+  // The baselines: the same fabric sending 4 (fp32) and 2 (bf16) bytes per element in the
+  // dense allreduce. omgs' own plans use the model's bytes (the form in force).
+  m.fp32 = keep(ab->with_allreduce_element_bytes(4.0));
+  m.bf16 = keep(ab->with_allreduce_element_bytes(2.0));
+  return m;
+}
+
+// The configs of one P: omgs' own plans may use every allowed row and, with a node shape,
+// the two two-level ones; the dense baselines are the flat and two-level dense allreduces
+// (each group the faster: what NCCL does on nodes); the all-node-summed plan its row alone.
+struct SweepConfigs {
+  PlanConfig allgather, own, dense, node;
+};
+
+SweepConfigs sweep_configs(int p, double density, double margin, SparseExchange exchange,
+                           std::uint64_t memory_budget_bytes, std::uint64_t max_mpi_count,
+                           bool two_level) {
+  SweepConfigs c;
+  c.allgather = PlanConfig{p, density, 8192, margin, SparseExchange::allgather};
+  c.allgather.memory_budget_bytes = memory_budget_bytes;
+  c.allgather.max_mpi_count = max_mpi_count;
+  c.own = c.allgather;
+  c.own.sparse_exchange = exchange;
+  c.dense = c.node = c.own;
+  if (two_level) {
+    c.own.collectives = allowed_collectives(c.own);
+    c.own.collectives.insert(Collective::allreduce_node);
+    c.own.collectives.insert(Collective::sparse_node);
+    c.dense.collectives = {Collective::dense, Collective::allreduce_node};
+    c.node.collectives = {Collective::sparse_node};
+  }
+  return c;
+}
+}  // namespace
+
 std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const PerfModel& model,
                                     double density, const std::vector<int>& workers,
                                     const OptimalBudget& budget, double margin,
                                     SparseExchange exchange, std::uint64_t memory_budget_bytes,
-                                    std::uint64_t max_mpi_count) {
+                                    std::uint64_t max_mpi_count, const NodeShape& node) {
   validate_choice_margin(margin);
+  const bool two_level = node.ranks_per_node != 1;
+  if (two_level)
+    for (int p : workers) check_node_shape(node, p);
   double backward = 0.0;
   for (const LayerSpec& l : layers) backward += l.backward_s;
-  // The baselines: the same fabric sending 4 (fp32) and 2 (bf16) bytes per element in the
-  // dense allreduce. omgs' own plans use the model's bytes (the form in force).
-  std::optional<AlphaBetaModel> fp32, bf16;
+  const SweepModels m = sweep_models(model, node);
+  const PerfModel& own = *m.own;
   const AlphaBetaModel* ab = model.as_alpha_beta();
-  if (ab != nullptr) {
-    fp32.emplace(ab->with_allreduce_element_bytes(4.0));
-    bf16.emplace(ab->with_allreduce_element_bytes(2.0));
-  }
   const bool own_dense_fp32 = ab == nullptr || ab->allreduce_element_bytes() == 4.0;
   std::vector<SweepRow> rows;
   for (int p : workers) {
-    PlanConfig allgather{p, density, 8192, margin, SparseExchange::allgather};
-    allgather.memory_budget_bytes = memory_budget_bytes;
-    allgather.max_mpi_count = max_mpi_count;
-    PlanConfig config = allgather;
-    config.sparse_exchange = exchange;
-    model.check_workers(p);
-    if (!model.knows_allreduce(p)) model.allreduce_s(1, p);  // throws, naming P
+    const SweepConfigs c =
+        sweep_configs(p, density, margin, exchange, memory_budget_bytes, max_mpi_count, two_level);
+    own.check_workers(p);
+    if (!own.knows_allreduce(p)) own.allreduce_s(1, p);  // throws, naming P
     SweepRow r;
     r.workers = p;
+    r.ranks_per_node = node.ranks_per_node;
     r.backward_s = backward;
-    r.mgs = make_plan(Planner::mgs, layers, model, allgather, budget);
-    r.dense = make_plan(Planner::dense, layers, fp32 ? *fp32 : model, config, budget);
-    r.optimal = make_plan(Planner::optimal, layers, model, config, budget);
-    if (model.knows_sparse_allreduce(p) || exchange == SparseExchange::allreduce) {
-      PlanConfig sar = config;
+    r.mgs = make_plan(Planner::mgs, layers, own, c.allgather, budget);
+    r.dense = make_plan(Planner::dense, layers, *m.fp32, c.dense, budget);
+    r.optimal = make_plan(Planner::optimal, layers, own, c.own, budget);
+    if (own.knows_sparse_allreduce(p) || exchange == SparseExchange::allreduce) {
+      PlanConfig sar = c.allgather;
       sar.sparse_exchange = SparseExchange::allreduce;
-      r.sparse_allreduce = make_plan(Planner::mgs, layers, model, sar, budget);
+      r.sparse_allreduce = make_plan(Planner::mgs, layers, own, sar, budget);
       r.has_sparse_allreduce = true;
     }
     // make_plan(Planner::mixed)'s candidates, without planning them twice; with another
     // exchange than the allgather, the two all-sparse baselines too.
     std::vector<Plan> candidates = {
-        exchange == SparseExchange::allgather ? r.mgs
-                                              : make_plan(Planner::mgs, layers, model, config),
-        make_plan(Planner::mgs_mixed, layers, model, config, budget), r.optimal,
-        own_dense_fp32 ? r.dense : make_plan(Planner::dense, layers, model, config, budget)};
+        exchange == SparseExchange::allgather ? r.mgs : make_plan(Planner::mgs, layers, own, c.own),
+        make_plan(Planner::mgs_mixed, layers, own, c.own, budget), r.optimal,
+        own_dense_fp32 ? r.dense : make_plan(Planner::dense, layers, own, c.dense, budget)};
     if (exchange != SparseExchange::allgather) {
       candidates.push_back(r.mgs);
       if (r.has_sparse_allreduce) candidates.push_back(r.sparse_allreduce);
     }
-    detail::drop_unserved(candidates, layers, config);  // no limits: keeps them all
-    r.mixed = best_of(std::move(candidates), config.choice_margin);
-    if (bf16) {
-      r.dense_bf16 = make_plan(Planner::dense, layers, *bf16, config, budget);
+    detail::drop_unserved(candidates, layers, c.own);  // no limits: keeps them all
+    r.mixed = best_of(std::move(candidates), margin);
+    if (two_level) {  // the best grouping on the node-summed row alone (no top-k row)
+      r.sparse_node = make_plan(Planner::dense, layers, own, c.node, budget);
+      r.has_sparse_node = true;
+    }
+    if (m.bf16 != nullptr) {
+      r.dense_bf16 = make_plan(Planner::dense, layers, *m.bf16, c.dense, budget);
       r.has_bf16 = true;
     }
     rows.push_back(std::move(r));
@@ -136,6 +203,10 @@ const Series series[] = {
     {"sparse allreduce", "#9467bd", " stroke-dasharray=\"4,2\"",
      [](const SweepRow& r) {
        return r.has_sparse_allreduce ? r.sparse_allreduce.predicted.iteration_end_s : NAN;
+     }},
+    {"sparse node-summed", "#17becf", " stroke-dasharray=\"4,2\"",
+     [](const SweepRow& r) {
+       return r.has_sparse_node ? r.sparse_node.predicted.iteration_end_s : NAN;
      }},
     {"optimal", "#2ca02c", "",
      [](const SweepRow& r) { return r.optimal.predicted.iteration_end_s; }},

@@ -29,6 +29,7 @@ constexpr const char* usage_text =
     "                 [--threshold NUMEL] [--choice-margin M] [--optimal-work N]\n"
     "                 [--sparse-exchange allgather|allreduce|automatic] [--dense-wire fp32|bf16]\n"
     "                 [--memory-budget BYTES] [--max-mpi-count N|int] [--footprint]\n"
+    "                 [--ranks-per-node G]\n"
     "                 [--format table|json]\n"
     "                 [--svg FILE.svg]\n"
     "\n"
@@ -66,6 +67,12 @@ constexpr const char* usage_text =
     "                   runtime's wires allow; default: no limit)\n"
     "  --footprint      also print the bytes per rank each group's exchange allocates and\n"
     "                   the plan's sum (with --workers-sweep: one line per P)\n"
+    "  --ranks-per-node G  with --workers-sweep: nodes of G ranks (default 1: flat). The --perf\n"
+    "                   file's \"node_link\" is the intra-node link; the two-level rows\n"
+    "                   (allreduce_node, sparse_node) are modelled and may be chosen per\n"
+    "                   group, the dense baselines take the two-level allreduce where faster,\n"
+    "                   and the all-node-summed plan is added (docs/planner.md, \"Node shapes\");\n"
+    "                   G must divide every P\n"
     "  --dense-wire W   the dense groups' values (RuntimeOptions::dense_wire): fp32 (default:\n"
     "                   the model's bytes per element) or bf16 / fp16 (2 bytes per element)\n"
     "  --format F       table (default) or json\n"
@@ -89,6 +96,7 @@ struct Args {
   std::string memory_budget;
   std::string max_mpi_count;
   std::string dense_wire = "fp32";
+  std::string ranks_per_node;
   bool footprint = false;
 };
 
@@ -159,6 +167,8 @@ Args parse_args(int argc, char** argv) {
       a.memory_budget = value();
     } else if (opt == "--dense-wire") {
       a.dense_wire = value();
+    } else if (opt == "--ranks-per-node") {
+      a.ranks_per_node = value();
     } else if (opt == "--max-mpi-count") {
       a.max_mpi_count = value();
     } else if (opt == "--footprint") {
@@ -177,6 +187,8 @@ Args parse_args(int argc, char** argv) {
   if (!a.sweep.empty() && !a.workers.empty())
     die("--workers and --workers-sweep exclude each other", 2);
   if (!have_density) die("--density D is required\n" + std::string(usage_text), 2);
+  if (!a.ranks_per_node.empty() && a.sweep.empty())
+    die("--ranks-per-node needs --workers-sweep", 2);
   return a;
 }
 
@@ -218,14 +230,31 @@ void apply_limits(const Args& args, omgs::PlanConfig& config) {
         static_cast<std::uint64_t>(parse_int(args.max_mpi_count, "--max-mpi-count"));
 }
 
+// --ranks-per-node G and the --perf file's intra-node link (G = 1: flat, no link read).
+omgs::NodeShape node_shape_of(const Args& args, const omgs::PerfModel& model) {
+  omgs::NodeShape node;
+  if (args.ranks_per_node.empty()) return node;
+  const long long g = parse_int(args.ranks_per_node, "--ranks-per-node");
+  if (g < 1 || g > (1 << 24)) die("--ranks-per-node " + args.ranks_per_node + " must be >= 1", 2);
+  node.ranks_per_node = static_cast<int>(g);
+  if (g == 1) return node;
+  if (model.as_alpha_beta() == nullptr)
+    die("--ranks-per-node needs an alpha-beta --perf model (a fabric file with a node_link)", 2);
+  node.link = omgs::load_node_link(args.perf);
+  return node;
+}
+
 int run_sweep(const Args& args, const std::vector<omgs::LayerSpec>& layers,
               const omgs::PerfModel& model, const omgs::PlanConfig& config) {
+  const omgs::NodeShape node = node_shape_of(args, model);
   const std::vector<omgs::SweepRow> rows =
       omgs::sweep_workers(layers, model, config.density, omgs::parse_workers_list(args.sweep),
                           budget_of(args), config.choice_margin, config.sparse_exchange,
-                          config.memory_budget_bytes, config.max_mpi_count);
-  const omgs_plan::SweepInputs in{args.model, args.perf, args.topk, model.describe(),
-                                  config.density};
+                          config.memory_budget_bytes, config.max_mpi_count, node);
+  const std::string describe = node.ranks_per_node > 1
+                                   ? omgs::NodeModel(*model.as_alpha_beta(), node).describe()
+                                   : model.describe();
+  const omgs_plan::SweepInputs in{args.model, args.perf, args.topk, describe, config.density};
   if (!args.svg.empty()) {
     std::ostringstream title;
     title << args.model << ": density " << config.density << ", " << in.describe;
