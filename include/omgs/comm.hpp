@@ -376,9 +376,10 @@ class OMGS_EXPORT ProgressEngine {
   GroupStats group_stats(int g) const noexcept;
 
   /// Number of pairs rank r contributed to the last completed exchange of group g, and
-  /// where they start in groups[g].recv. Valid after g is reported complete.
-  const int* recv_counts(int g) const noexcept;
-  const int* recv_displs(int g) const noexcept;
+  /// where they start in groups[g].recv. Valid after g is reported complete. 64-bit: P k
+  /// may pass an int (the wire then splits its MPI calls: docs/comm.md, "Large counts").
+  const std::uint64_t* recv_counts(int g) const noexcept;
+  const std::uint64_t* recv_displs(int g) const noexcept;
   /// Total pairs in groups[g].recv after the last completed exchange (a sparse-allreduce
   /// group: the survivors; its recv_counts are 0).
   std::size_t recv_total(int g) const noexcept;
