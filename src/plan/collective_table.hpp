@@ -43,7 +43,9 @@ struct CollectiveRow {
   std::function<double(std::uint64_t numel, int workers, double density)> wire_bytes;
   /// Bytes per rank the runtime allocates for the group's exchange (8-byte pairs).
   std::function<double(std::uint64_t numel, int workers, double density)> memory_bytes;
-  /// The largest element count one MPI call of the exchange passes (an int in MPI).
+  /// The largest element count one MPI call of the exchange passes (an int in MPI): what its
+  /// wires' set-up checks refuse past INT_MAX (tests/runtime/test_plan_posts.cpp holds every
+  /// built-in row equal to them).
   std::function<std::uint64_t(std::uint64_t numel, int workers, double density)> max_mpi_count;
   /// The x the closed loop's refit fits the line on (fit_line: measured seconds against these
   /// bytes), with `pair_bytes` per pair in force when measured. Optional: unset, a row with a

@@ -109,12 +109,14 @@ TEST_CASE("collective table: a row refuses a group it cannot serve", "[plan][tab
   const auto& sar = collective_row(Collective::sparse_allreduce);
   const ServeLimits ints{omgs::detail::mpi_int_count, 0};
   CHECK(omgs::detail::mpi_int_count == std::uint64_t{INT_MAX});
-  // k = 10^6 pairs: 2048 ranks receive 2.048e9 < INT_MAX pairs, 4096 ranks 4.096e9 > INT_MAX.
+  // k = 10^6 pairs: 2048 ranks receive 2.048e9 < INT_MAX pairs, 4096 ranks 4.096e9 > INT_MAX,
+  // which the sparse allreduce's wire refuses and the allgather's splits over posts.
   const std::uint64_t n = 1'000'000'000;
-  CHECK(serves(ag, n, 2048, 0.001, ints));
-  CHECK_FALSE(serves(ag, n, 4096, 0.001, ints));
+  CHECK(serves(sar, n, 2048, 0.001, ints));
   CHECK_FALSE(serves(sar, n, 4096, 0.001, ints));
-  CHECK(serves(ag, n, 4096, 0.001, ServeLimits{}));  // no limit: a prediction
+  CHECK(serves(ag, n, 4096, 0.001, ints));
+  CHECK(ag.max_mpi_count(n, 4096, 0.001) == std::uint64_t{INT_MAX});
+  CHECK(serves(sar, n, 4096, 0.001, ServeLimits{}));  // no limit: a prediction
   // The dense allreduce splits its floats over posts of at most an int: any size is served.
   CHECK(serves(ar, std::uint64_t{INT_MAX}, 4, 0.001, ints));
   CHECK(serves(ar, 6'700'000'000, 4, 0.001, ints));

@@ -1,0 +1,136 @@
+// The planner never proposes a group the run cannot post (issue 48): each collective's row in
+// the planner's table says the largest MPI count its exchange passes (max_mpi_count), and the
+// runtime plans with PlanConfig::max_mpi_count = INT_MAX; each group's wire refuses at set-up
+// (Wire::check, on every rank) what it cannot post. Here the two are held equal: over a grid
+// of group sizes and P, every built-in row serves a group exactly where every wire the
+// runtime may give it accepts it. The wires are made by make_wire, as the engine makes them,
+// and judged by their own check(): no copy of their limits here.
+#include <mpi.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <omgs/comm.hpp>
+#include <omgs/plan.hpp>
+
+#include "comm/wire.hpp"
+#include "omgs_catch.hpp"
+#include "plan/collective_table.hpp"
+
+using omgs::Collective;
+using omgs::GroupBuffers;
+using omgs::WireKind;
+
+namespace {
+
+// Never read: check() only asks whether a buffer is set.
+alignas(16) unsigned char storage[64];
+template <class T>
+T* some() {
+  return reinterpret_cast<T*>(storage);
+}
+
+/// The GroupBuffers of every wire the runtime may give a group of `collective` (its
+/// exchanges, src/runtime/exchange_*.cpp): the 8-byte pairs (a compact wire sends fewer
+/// units), and a dense group in fp32 or 16 bits.
+std::vector<GroupBuffers> wires_of(Collective collective, std::uint64_t n, std::uint64_t k) {
+  GroupBuffers b;
+  switch (collective) {
+    case Collective::sparse:
+      return {GroupBuffers{some<omgs::SparsePair>(), some<omgs::SparsePair>(), k}};
+    case Collective::dense: {
+      b.kind = WireKind::allreduce_sum;
+      b.dense_send = some<float>();
+      b.dense_recv = some<float>();
+      b.dense_numel = n;
+      GroupBuffers b16;
+      b16.kind = WireKind::allreduce_mean16;
+      b16.dense16_send = some<std::uint16_t>();
+      b16.dense16_recv = some<std::uint16_t>();
+      b16.dense_numel = n;
+      b16.dense_wire = omgs::DenseWire::bf16;
+      return {b, b16};
+    }
+    case Collective::sparse_allreduce:
+      b = {some<omgs::SparsePair>(), some<omgs::SparsePair>(), k};
+      b.kind = WireKind::sparse_allreduce;
+      b.sparse_numel = n;
+      b.dropped = some<omgs::SparsePair>();
+      return {b};
+    case Collective::allreduce_node:
+      b.kind = WireKind::allreduce_node;
+      b.dense_send = some<float>();
+      b.dense_recv = some<float>();
+      b.dense_numel = n;
+      return {b};
+    case Collective::sparse_node:
+      b.kind = WireKind::sparse_node;
+      b.dense_send = some<float>();
+      b.dense_recv = some<float>();
+      b.dense_numel = n;
+      b.k = k;
+      b.node_residual = some<float>();
+      return {b};
+  }
+  return {};
+}
+
+/// "" if every wire of a group of `collective` posts n elements at density d among P ranks
+/// (their set-up checks pass), else the first refusal.
+std::string refusal(Collective collective, std::uint64_t n, int P, double d) {
+  const std::uint64_t k = omgs::selected_count(n, d);
+  omgs::detail::WireSetup setup;
+  setup.ranks = P;
+  for (const GroupBuffers& b : wires_of(collective, n, k)) {
+    const std::string why = omgs::detail::make_wire(b)->check(0, setup);
+    if (!why.empty()) return std::string(omgs::to_string(b.kind)) + ": " + why;
+  }
+  return "";
+}
+
+/// Whether the row of `collective` serves the group within the runtime's limit.
+bool row_serves(Collective collective, std::uint64_t n, int P, double d) {
+  const auto& row = omgs::detail::collective_row(collective);
+  return row.max_mpi_count(n, P, d) <= omgs::detail::mpi_int_count;
+}
+
+const Collective built_in[] = {Collective::sparse, Collective::dense, Collective::sparse_allreduce,
+                               Collective::allreduce_node, Collective::sparse_node};
+
+}  // namespace
+
+TEST_CASE("every row serves a group exactly where its wires' set-up accepts it",
+          "[runtime][plan][large_count]") {
+  const std::uint64_t int_max = INT_MAX;
+  // Around the int limits of n, k P and n / P; below 2^32 (the indices' limit, not a count's).
+  const std::uint64_t sizes[] = {1,       1000,        int_max / 4, int_max - 1,
+                                 int_max, int_max + 1, 3000000000,  4294967295};
+  for (const Collective c : built_in) {
+    for (const std::uint64_t n : sizes)
+      for (const int P : {1, 2, 3, 64, 319, 320, 4096})
+        for (const double d : {0.001, 0.01, 0.5, 1.0}) {
+          const std::string why = refusal(c, n, P, d);
+          INFO(omgs::to_string(c) << ": n = " << n << ", P = " << P << ", density " << d
+                                  << ": the wires say '" << why << "'");
+          CHECK(row_serves(c, n, P, d) == why.empty());
+        }
+  }
+}
+
+TEST_CASE("an over-limit group is refused by its wire and not served by its row",
+          "[runtime][plan][large_count]") {
+  // The sparse allreduce's k P past an int: the wire refuses it, the row does not serve it.
+  const std::uint64_t n = 6738415616;  // LLaMA-7B in one group
+  CHECK_FALSE(refusal(Collective::sparse_allreduce, 4000000000, 4096, 0.001).empty());
+  CHECK_FALSE(row_serves(Collective::sparse_allreduce, 4000000000, 4096, 0.001));
+  // The two-level allreduce's n past an int (its node steps' counts).
+  CHECK_FALSE(refusal(Collective::allreduce_node, 3000000000, 8, 0.001).empty());
+  CHECK_FALSE(row_serves(Collective::allreduce_node, 3000000000, 8, 0.001));
+  // The allgather and the dense allreduce split their posts: any size is served and posted.
+  CHECK(refusal(Collective::sparse, n, 4096, 0.001).empty());
+  CHECK(row_serves(Collective::sparse, n, 4096, 0.001));
+  CHECK(refusal(Collective::dense, n, 4096, 0.001).empty());
+  CHECK(row_serves(Collective::dense, n, 4096, 0.001));
+}
