@@ -296,6 +296,13 @@ RowPick PlanRows::pick_among(const Class& k, std::uint64_t numel) const {
   return found ? best : any;
 }
 
+bool PlanRows::posts(std::size_t c, std::uint64_t numel) const {
+  if (limits_.max_mpi_count == 0) return true;
+  for (const CollectiveRow* r : classes_[c].rows)
+    if (r->max_mpi_count(numel, workers_, density_) <= limits_.max_mpi_count) return true;
+  return false;
+}
+
 std::size_t PlanRows::sparsifying_class() const {
   return !classes_.empty() && classes_[0].sparsifies ? 0 : classes_.size();
 }

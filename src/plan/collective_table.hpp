@@ -130,6 +130,10 @@ class PlanRows {
       return {k.rows.front()->time_s(model_, numel, workers_, density_), k.rows.front()->id, true};
     return pick_among(k, numel);
   }
+  /// Whether some row of class c posts a group of numel elements within the run's MPI count
+  /// limit (its max_mpi_count; the memory budget aside): MGS merges no two groups that each
+  /// can be posted into one that cannot (its set-up would refuse it).
+  bool posts(std::size_t c, std::uint64_t numel) const;
   /// The class with a top-k, or classes() if none is usable.
   std::size_t sparsifying_class() const;
   /// Throws omgs::Error if there is no class: the model's own error for the first allowed

@@ -3,17 +3,24 @@
 // runtime plans with PlanConfig::max_mpi_count = INT_MAX; each group's wire refuses at set-up
 // (Wire::check, on every rank) what it cannot post. Here the two are held equal: over a grid
 // of group sizes and P, every built-in row serves a group exactly where every wire the
-// runtime may give it accepts it. The wires are made by make_wire, as the engine makes them,
-// and judged by their own check(): no copy of their limits here.
+// runtime may give it accepts it; over the scale study's sweep (every bundled model on every
+// example fabric, P = 2 ... 4096, docs/scale.md), planned as the runtime plans (max_mpi_count
+// INT_MAX), every group of every plan the sweep makes is accepted by its wires' set-up. The
+// wires are made by make_wire, as the engine makes them, and judged by their own check(): no
+// copy of their limits here.
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <omgs/comm.hpp>
+#include <omgs/perf_model.hpp>
 #include <omgs/plan.hpp>
+#include <omgs/select.hpp>
+#include <omgs/sweep.hpp>
 
 #include "comm/wire.hpp"
 #include "omgs_catch.hpp"
@@ -133,4 +140,51 @@ TEST_CASE("an over-limit group is refused by its wire and not served by its row"
   CHECK(row_serves(Collective::sparse, n, 4096, 0.001));
   CHECK(refusal(Collective::dense, n, 4096, 0.001).empty());
   CHECK(row_serves(Collective::dense, n, 4096, 0.001));
+}
+
+TEST_CASE("no plan of the scale study's sweep has a group its wires refuse, P = 2 ... 4096",
+          "[runtime][plan][large_count]") {
+  const std::string dir = OMGS_EXAMPLES_DIR;
+  const omgs::TopkCost topk = omgs::load_topk_cost(dir + "/perf/gpu_topk_h100_sxm.json");
+  const std::vector<int> workers = omgs::parse_workers_list("2,4,...,4096");
+  omgs::OptimalBudget budget;
+  budget.max_work = 3000000;  // the scale study's (scripts/scale-study.sh)
+  std::vector<std::string> refused;
+  std::size_t groups = 0, past_indices = 0;
+  for (const char* model :
+       {"gpt2_xl", "llama_7b", "vit_l16", "resnet50", "bert_base", "gpt2_small", "vgg16"}) {
+    const auto layers = omgs::load_model_csv(dir + "/models/" + model + ".csv");
+    for (const char* fabric : {"ethernet_10g", "ethernet_25g", "infiniband_hdr200", "slingshot11",
+                               "infiniband_ndr400"}) {
+      const omgs::AlphaBetaModel perf =
+          omgs::AlphaBetaModel::load(dir + "/perf/" + fabric + ".json").with_topk(topk);
+      // As the runtime plans: every group's MPI counts within an int.
+      const auto rows = omgs::sweep_workers(layers, perf, 0.001, workers, budget, 0.0,
+                                            omgs::SparseExchange::automatic, 0, INT_MAX);
+      for (const omgs::SweepRow& r : rows) {
+        std::vector<std::pair<const char*, const omgs::Plan*>> plans = {
+            {"mixed", &r.mixed}, {"optimal", &r.optimal}, {"mgs", &r.mgs}, {"dense", &r.dense}};
+        if (r.has_bf16) plans.push_back({"dense_bf16", &r.dense_bf16});
+        if (r.has_sparse_allreduce) plans.push_back({"sparse_allreduce", &r.sparse_allreduce});
+        for (const auto& [name, plan] : plans)
+          for (const omgs::Group& g : plan->groups) {
+            ++groups;
+            // Past 32-bit indices: the runtime refuses the group before any wire is made (a
+            // limit of its indices, not of MPI's counts, that the planner does not know yet).
+            if (g.numel > omgs::TopkSelector<>::max_supported_n) {
+              ++past_indices;
+              continue;
+            }
+            const std::string why = refusal(g.collective, g.numel, r.workers, 0.001);
+            if (!why.empty())
+              refused.push_back(std::string(model) + " on " + fabric +
+                                ", P = " + std::to_string(r.workers) + ", " + name + ": " + why);
+          }
+      }
+    }
+  }
+  INFO(groups << " groups, " << past_indices
+              << " past 32-bit indices; refused: " << refused.size());
+  for (std::size_t i = 0; i < refused.size(); ++i) UNSCOPED_INFO(refused[i]);
+  CHECK(refused.empty());
 }
