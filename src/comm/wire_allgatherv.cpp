@@ -6,7 +6,6 @@
 // (max_post_count(): INT_MAX) is several allgathervs of consecutive slices of the receive
 // buffer (allgatherv_slices.hpp), all posted at once in post(), in the same order on every
 // rank, and completed together as a phased wire, like the dense allreduce's split.
-#include <algorithm>
 #include <vector>
 
 #include "comm/allgatherv_slices.hpp"
