@@ -375,10 +375,10 @@ class OMGS_EXPORT ProgressEngine {
   /// Group g's entry of stats(), without the rest (never allocates; zero for an unknown g).
   GroupStats group_stats(int g) const noexcept;
 
-  /// Number of pairs rank r contributed to the last completed exchange of group g, and
-  /// where they start in groups[g].recv. Valid after g is reported complete.
-  const int* recv_counts(int g) const noexcept;
-  const int* recv_displs(int g) const noexcept;
+  /// Pairs rank r contributed to group g's last completed exchange and where they start in
+  /// groups[g].recv, valid once g is reported complete; 64-bit (P k may pass an int).
+  const std::uint64_t* recv_counts(int g) const noexcept;
+  const std::uint64_t* recv_displs(int g) const noexcept;
   /// Total pairs in groups[g].recv after the last completed exchange (a sparse-allreduce
   /// group: the survivors; its recv_counts are 0).
   std::size_t recv_total(int g) const noexcept;

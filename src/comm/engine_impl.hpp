@@ -53,10 +53,12 @@ struct GroupState {
   std::unique_ptr<Wire> wire;  // what the group posts (its collective and its buffers)
   WireKind kind = WireKind::allgather_pairs;  // the caller's GroupBuffers::kind (agreed)
   std::size_t k = 0;                          // wire->k(): the most items a submit may count
-  std::vector<int> counts;                // [P] per-rank counts of the exchange in flight / last
-  std::vector<int> displs;                // [P]
-  int send_count = 0;                     // [S]
-  int total = 0;                          // [P] pairs received in the last exchange
+  // Counts and offsets are 64-bit: P k may pass an int (a wire splits its posts where MPI's
+  // counts are ints: wire_allgatherv.cpp).
+  std::vector<std::uint64_t> counts;      // [P] per-rank counts of the exchange in flight / last
+  std::vector<std::uint64_t> displs;      // [P]
+  std::uint64_t send_count = 0;           // [S]
+  std::uint64_t total = 0;                // [P] pairs received in the last exchange
   DriverPhase phase = DriverPhase::idle;  // [P]
   std::atomic<Submission> state{Submission::idle};
   bool failed = false;  // [P] MPI reported an error completing the exchange (read by [O]

@@ -25,7 +25,7 @@ SubmitStatus EngineImpl::submit(int g, std::size_t count) noexcept {
                                        std::memory_order_relaxed)) {
     return SubmitStatus::busy;
   }
-  s.send_count = static_cast<int>(count);
+  s.send_count = count;
   counters_.submitted.fetch_add(1, std::memory_order_relaxed);
   if (staging_) s.wire->stage_out(options_.copy_to_host, count);
   s.last_submit_s.store(now_s(), std::memory_order_relaxed);
@@ -260,11 +260,11 @@ GroupStats ProgressEngine::group_stats(int g) const noexcept {
   return impl_->group_stats(g);
 }
 
-const int* ProgressEngine::recv_counts(int g) const noexcept {
+const std::uint64_t* ProgressEngine::recv_counts(int g) const noexcept {
   if (g < 0 || g >= impl_->num_groups_) return nullptr;
   return impl_->groups_[static_cast<std::size_t>(g)].counts.data();
 }
-const int* ProgressEngine::recv_displs(int g) const noexcept {
+const std::uint64_t* ProgressEngine::recv_displs(int g) const noexcept {
   if (g < 0 || g >= impl_->num_groups_) return nullptr;
   return impl_->groups_[static_cast<std::size_t>(g)].displs.data();
 }

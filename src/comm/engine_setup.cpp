@@ -242,12 +242,12 @@ void EngineImpl::init_groups(GroupState* states, int count, bool staging) {
   WireContext ctx = wire_ctx_;  // tag_base: the phased groups' tags one after another
   for (int g = 0; g < count; ++g) {
     GroupState& s = states[static_cast<std::size_t>(g)];
-    const int k = static_cast<int>(s.k);
+    const std::uint64_t k = s.k;
     s.counts.assign(P, k);
     s.displs.resize(P);
-    for (std::size_t r = 0; r < P; ++r) s.displs[r] = static_cast<int>(r) * k;
+    for (std::size_t r = 0; r < P; ++r) s.displs[r] = r * k;
     s.send_count = k;
-    s.total = k * ranks_;
+    s.total = k * P;
     s.last_submit_s = s.last_post_s = s.last_complete_s = epoch_s_;
     s.wire->init(ctx, staging, ranks_);
     ctx.tag_base += s.wire->tags();

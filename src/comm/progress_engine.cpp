@@ -180,7 +180,7 @@ bool EngineImpl::post_first(int g) noexcept {
     s.phase = DriverPhase::counts_ready;
     post_pending_data();
   } else if (options_.variable_counts) {
-    const int rc = MPI_Iallgather(&s.send_count, 1, MPI_INT, s.counts.data(), 1, MPI_INT,
+    const int rc = MPI_Iallgather(&s.send_count, 1, MPI_UINT64_T, s.counts.data(), 1, MPI_UINT64_T,
                                   count_comm_.get(), &requests_[static_cast<std::size_t>(g)]);
     if (rc != MPI_SUCCESS) {
       post_failed(g, rc);
@@ -220,15 +220,15 @@ bool EngineImpl::post_data(int g) noexcept {
 }
 
 /// Counts arrived from every rank; each is <= k (enforced by submit on every rank), so the
-/// prefix sums stay <= P*k, checked against INT_MAX at set-up.
+/// prefix sums stay <= P*k (64-bit: the wire splits its posts past an int).
 void EngineImpl::compute_displs(GroupState& s) noexcept {
-  const int k = static_cast<int>(s.k);
-  int offset = 0;
+  const std::uint64_t k = s.k;
+  std::uint64_t offset = 0;
   for (int r = 0; r < ranks_; ++r) {
-    int& c = s.counts[static_cast<std::size_t>(r)];
-    if (c < 0 || c > k) {  // a peer's bug; never write past the buffer
+    std::uint64_t& c = s.counts[static_cast<std::size_t>(r)];
+    if (c > k) {  // a peer's bug; never write past the buffer
       mpi_errors_.fetch_add(1, std::memory_order_relaxed);
-      c = std::max(0, std::min(c, k));
+      c = k;
     }
     s.displs[static_cast<std::size_t>(r)] = offset;
     offset += c;

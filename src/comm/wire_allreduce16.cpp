@@ -14,9 +14,12 @@
 // WireContext::tag_base), so its steps need no place in the engine's plan order and the
 // engine keeps a fixed number of communicators; with blocking_allreduce, both steps complete
 // in post(). It runs on host buffers: the sum is the progress thread's; device buffers are
-// staged.
+// staged. A shard of more values than one MPI call may count (max_post_count(), at most
+// INT_MAX: a group past 2^31 P values) goes as several messages of consecutive pieces, on the
+// same tag between the same two ranks, which MPI matches in the order they were posted.
 #include <omgs/detail/pair_format_values.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <vector>
 
@@ -30,6 +33,9 @@ namespace {
 
 // extent(): a 16-bit dense group is told apart from an fp32 one of the same size.
 constexpr std::uint64_t mean16_tag = std::uint64_t{1} << 61;
+// The most messages a step may post to each rank: a guard against a test-lowered limit far
+// below a shard, not a limit a run meets (a shard of 2^31 P values takes two per rank).
+constexpr std::uint64_t max_messages = std::uint64_t{1} << 26;
 
 class AllreduceMean16 final : public Wire {
  public:
@@ -40,7 +46,8 @@ class AllreduceMean16 final : public Wire {
         brain_(b.dense_wire == DenseWire::bf16),
         format_ok_(b.dense_wire == DenseWire::bf16 || b.dense_wire == DenseWire::fp16),
         stray_(b.k != 0 || b.dense_send != nullptr || b.dense_recv != nullptr),
-        blocking_(b.blocking_allreduce) {}
+        blocking_(b.blocking_allreduce),
+        limit_(std::min<std::uint64_t>(max_post_count(), INT_MAX)) {}
 
   std::string check(int g, const WireSetup& setup) const override {
     const std::string group = "group " + std::to_string(g) + ": ";
@@ -48,9 +55,10 @@ class AllreduceMean16 final : public Wire {
     if (blocking_ && !setup.inline_reason.empty())
       return group + "blocking_allreduce needs the progress thread (this rank runs inline: " +
              setup.inline_reason + ")";
-    if (numel_ > static_cast<std::size_t>(INT_MAX))
-      return group + "dense_numel = " + std::to_string(numel_) +
-             " values overflows MPI's int count";
+    const auto P = static_cast<std::uint64_t>(setup.ranks);
+    if (pieces(numel_ / P + 1) > max_messages / P)
+      return group + "dense_numel = " + std::to_string(numel_) + " values in messages of at most " +
+             std::to_string(limit_) + " (OMGS_MAX_POST_COUNT) need too many messages";
     if (stray_ || buffers_.send() == nullptr || buffers_.recv() == nullptr)
       return group +
              "a 16-bit dense group needs k = 0, non-null dense16_send and dense16_recv, and no "
@@ -61,6 +69,7 @@ class AllreduceMean16 final : public Wire {
   std::uint64_t extent() const noexcept override {
     return mean16_tag | (brain_ ? std::uint64_t{1} << 60 : 0) | numel_;
   }
+  std::uint64_t post_limit() const noexcept override { return limit_; }
   bool exchanges_counts() const noexcept override { return false; }
   bool host_only() const noexcept override { return true; }
   bool phased() const noexcept override { return true; }
@@ -76,14 +85,18 @@ class AllreduceMean16 final : public Wire {
     const std::size_t extra = numel_ % static_cast<std::size_t>(ranks);
     counts_.resize(static_cast<std::size_t>(ranks));
     displs_.resize(counts_.size());
+    std::size_t messages = 0;
     for (std::size_t r = 0, at = 0; r < counts_.size(); ++r) {
-      counts_[r] = static_cast<int>(base + (r < extra ? 1 : 0));
-      displs_[r] = static_cast<int>(at);
-      at += static_cast<std::size_t>(counts_[r]);
+      counts_[r] = base + (r < extra ? 1 : 0);
+      displs_[r] = at;
+      at += counts_[r];
+      messages += pieces(counts_[r]);
     }
-    const int mine = counts_[static_cast<std::size_t>(me)];
-    shards_.assign(static_cast<std::size_t>(mine) * counts_.size(), 0);
-    sums_.assign(static_cast<std::size_t>(mine), 0.0f);
+    const std::size_t mine = counts_[static_cast<std::size_t>(me)];
+    // Step 1 sends every shard and receives this one P times; step 3 fewer.
+    requests_.assign(messages + counts_.size() * pieces(mine), MPI_REQUEST_NULL);
+    shards_.assign(mine * counts_.size(), 0);
+    sums_.assign(mine, 0.0f);
     // Staged (or no error buffer): the errors go to a host mirror of this rank's shard.
     if (staging || error_ == nullptr) host_error_.assign(static_cast<std::size_t>(mine), 0.0f);
     own_error_ = staging || error_ == nullptr ? host_error_.data()
@@ -106,12 +119,12 @@ class AllreduceMean16 final : public Wire {
     int rc = scatter();
     if (!blocking_ || rc != MPI_SUCCESS) return rc;
     // Both steps now; advance() reports the group done at once.
-    rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    rc = MPI_Waitall(static_cast<int>(used_), requests_.data(), MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) return rc;
     reduce_shard();
     rc = gather();
     if (rc == MPI_SUCCESS)
-      rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+      rc = MPI_Waitall(static_cast<int>(used_), requests_.data(), MPI_STATUSES_IGNORE);
     step_ = rc == MPI_SUCCESS ? Step::done : Step::idle;
     return rc;
   }
@@ -123,8 +136,8 @@ class AllreduceMean16 final : public Wire {
       return MPI_SUCCESS;
     }
     int flag = 0;
-    const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag,
-                               MPI_STATUSES_IGNORE);
+    const int rc =
+        MPI_Testall(static_cast<int>(used_), requests_.data(), &flag, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS || !flag) return rc;
     if (step_ == Step::gather) {
       step_ = Step::idle;
@@ -142,20 +155,37 @@ class AllreduceMean16 final : public Wire {
 
   std::uint64_t bytes() const noexcept { return numel_ * sizeof(std::uint16_t); }
 
+  /// Messages of `count` values: one per piece of at most limit_ (one, empty, for none).
+  std::size_t pieces(std::uint64_t count) const noexcept {
+    return count == 0 ? 1 : static_cast<std::size_t>((count - 1) / limit_ + 1);
+  }
+  /// `count` values to rank r from `send`, or else from r into `recv`, in pieces (requests
+  /// from used_ on).
+  int post_pieces(const std::uint16_t* send, std::uint16_t* recv, std::size_t count, int r,
+                  int tag) noexcept {
+    for (std::size_t j = 0, n = pieces(count); j < n; ++j) {
+      const std::size_t at = j * limit_;
+      const auto c = static_cast<int>(std::min<std::uint64_t>(limit_, count - at));
+      const int rc = send != nullptr
+                         ? MPI_Isend(send + at, c, MPI_UINT16_T, r, tag, comm_, &requests_[used_])
+                         : MPI_Irecv(recv + at, c, MPI_UINT16_T, r, tag, comm_, &requests_[used_]);
+      if (rc != MPI_SUCCESS) return rc;
+      ++used_;
+    }
+    return MPI_SUCCESS;
+  }
   /// Step 1 posted: this rank's values of shard r to rank r, shard me from every rank (on
-  /// tag_); requests_ holds the 2 P requests.
+  /// tag_); requests_ holds their requests (used_ of them).
   int scatter() noexcept {
     const int P = static_cast<int>(counts_.size());
     const std::size_t mine = sums_.size();
-    requests_.assign(2 * counts_.size(), MPI_REQUEST_NULL);
+    used_ = 0;
     step_ = Step::scatter;
     for (int r = 0; r < P; ++r) {
       const auto u = static_cast<std::size_t>(r);
-      int rc = MPI_Irecv(shards_.data() + u * mine, static_cast<int>(mine), MPI_UINT16_T, r, tag_,
-                         comm_, &requests_[u]);
+      int rc = post_pieces(nullptr, shards_.data() + u * mine, mine, r, tag_);
       if (rc == MPI_SUCCESS)
-        rc = MPI_Isend(buffers_.mpi_send() + displs_[u], counts_[u], MPI_UINT16_T, r, tag_, comm_,
-                       &requests_[counts_.size() + u]);
+        rc = post_pieces(buffers_.mpi_send() + displs_[u], nullptr, counts_[u], r, tag_);
       if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;
@@ -166,16 +196,14 @@ class AllreduceMean16 final : public Wire {
     const int P = static_cast<int>(counts_.size());
     std::uint16_t* recv = buffers_.mpi_recv();
     const auto me = static_cast<std::size_t>(me_);
-    requests_.assign(2 * counts_.size(), MPI_REQUEST_NULL);
+    used_ = 0;
     step_ = Step::gather;
     for (int r = 0; r < P; ++r) {
       if (r == me_) continue;
       const auto u = static_cast<std::size_t>(r);
-      int rc =
-          MPI_Irecv(recv + displs_[u], counts_[u], MPI_UINT16_T, r, tag_ + 1, comm_, &requests_[u]);
+      int rc = post_pieces(nullptr, recv + displs_[u], counts_[u], r, tag_ + 1);
       if (rc == MPI_SUCCESS)
-        rc = MPI_Isend(recv + displs_[me], counts_[me], MPI_UINT16_T, r, tag_ + 1, comm_,
-                       &requests_[counts_.size() + u]);
+        rc = post_pieces(recv + displs_[me], nullptr, counts_[me], r, tag_ + 1);
       if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;
@@ -209,13 +237,15 @@ class AllreduceMean16 final : public Wire {
   MPI_Comm comm_ = MPI_COMM_NULL;  // the engine's phased communicator (shared)
   int tag_ = 0;                    // step 1's tag; step 3's is tag_ + 1
   int me_ = 0;
-  std::vector<int> counts_, displs_;   // the shards: every rank's sizes and offsets
-  std::vector<std::uint16_t> shards_;  // [P] P x this rank's shard, as received
-  std::vector<float> sums_;            // [P] this rank's fp32 partial sums
-  std::vector<float> host_error_;      // [P] the shard's errors when staged (or unused)
-  float* own_error_ = nullptr;         // where reduce_shard writes them
-  std::vector<MPI_Request> requests_;  // [P] the step in flight: receives, then sends
-  Step step_ = Step::idle;             // [P]
+  std::uint64_t limit_;  // values per message (max_post_count(), at most INT_MAX)
+  std::vector<std::size_t> counts_, displs_;  // the shards: every rank's sizes and offsets
+  std::size_t used_ = 0;                      // the requests of the step in flight
+  std::vector<std::uint16_t> shards_;         // [P] P x this rank's shard, as received
+  std::vector<float> sums_;                   // [P] this rank's fp32 partial sums
+  std::vector<float> host_error_;             // [P] the shard's errors when staged (or unused)
+  float* own_error_ = nullptr;                // where reduce_shard writes them
+  std::vector<MPI_Request> requests_;         // [P] the step in flight: receives, then sends
+  Step step_ = Step::idle;                    // [P]
 };
 
 }  // namespace

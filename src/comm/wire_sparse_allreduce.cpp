@@ -97,7 +97,7 @@ class SparseAllreduceWire final : public Wire {
     if (survivors.size() > capacity_ || dropped.size() > dropped_capacity_)
       return fail("omgs: sparse allreduce: " + std::to_string(survivors.size()) + " survivors or " +
                   std::to_string(dropped.size()) + " dropped pairs exceed the buffers");
-    s.total = static_cast<int>(survivors.size());
+    s.total = survivors.size();
     dropped_count_ = dropped.size();
     std::fill(s.counts.begin(), s.counts.end(), 0);
     std::fill(s.displs.begin(), s.displs.end(), 0);

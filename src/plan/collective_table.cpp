@@ -33,7 +33,12 @@ CollectiveRow allgather_row() {
   r.known = [](const PerfModel&, int) { return true; };  // check_workers refuses a bad P
   r.wire_bytes = [](std::uint64_t n, int p, double d) { return (p - 1.0) * k_of(n, d) * 8.0; };
   r.memory_bytes = [](std::uint64_t n, int p, double d) { return 8.0 * k_of(n, d) * (1.0 + p); };
-  r.max_mpi_count = pairs_of;
+  // The wire splits an exchange past an int over several posts of slices of the receive
+  // buffer (or posts one MPI 4 large-count call): no post passes more than an int, whatever
+  // k P (src/comm/wire_allgatherv.cpp).
+  r.max_mpi_count = [](std::uint64_t n, int p, double d) {
+    return std::min(pairs_of(n, p, d), mpi_int_count);
+  };
   // The bytes received in 8-byte pairs: the refit converts its beta to the pair format.
   r.fit_bytes = [](std::uint64_t n, int p, double d, double) {
     return AlphaBetaModel::bytes_received(n, p, d);
@@ -113,6 +118,9 @@ CollectiveRow allreduce_node_row() {
     return m.collective_s("allreduce_node", n, p, d);
   };
   r.known = [](const PerfModel& m, int p) { return m.knows_collective("allreduce_node", p); };
+  // Its node steps pass n floats' counts and displacements in ints and do not split (the
+  // wire refuses n past an int, src/comm/wire_allreduce_node.cpp).
+  r.max_mpi_count = [](std::uint64_t n, int, double) { return n; };
   return r;
 }
 
@@ -286,6 +294,13 @@ RowPick PlanRows::pick_among(const Class& k, std::uint64_t numel) const {
     found = true;
   }
   return found ? best : any;
+}
+
+bool PlanRows::posts(std::size_t c, std::uint64_t numel) const {
+  if (limits_.max_mpi_count == 0) return true;
+  for (const CollectiveRow* r : classes_[c].rows)
+    if (r->max_mpi_count(numel, workers_, density_) <= limits_.max_mpi_count) return true;
+  return false;
 }
 
 std::size_t PlanRows::sparsifying_class() const {

@@ -43,7 +43,9 @@ struct CollectiveRow {
   std::function<double(std::uint64_t numel, int workers, double density)> wire_bytes;
   /// Bytes per rank the runtime allocates for the group's exchange (8-byte pairs).
   std::function<double(std::uint64_t numel, int workers, double density)> memory_bytes;
-  /// The largest element count one MPI call of the exchange passes (an int in MPI).
+  /// The largest element count one MPI call of the exchange passes (an int in MPI): what its
+  /// wires' set-up checks refuse past INT_MAX (tests/runtime/test_plan_posts.cpp holds every
+  /// built-in row equal to them).
   std::function<std::uint64_t(std::uint64_t numel, int workers, double density)> max_mpi_count;
   /// The x the closed loop's refit fits the line on (fit_line: measured seconds against these
   /// bytes), with `pair_bytes` per pair in force when measured. Optional: unset, a row with a
@@ -128,6 +130,10 @@ class PlanRows {
       return {k.rows.front()->time_s(model_, numel, workers_, density_), k.rows.front()->id, true};
     return pick_among(k, numel);
   }
+  /// Whether some row of class c posts a group of numel elements within the run's MPI count
+  /// limit (its max_mpi_count; the memory budget aside): MGS merges no two groups that each
+  /// can be posted into one that cannot (its set-up would refuse it).
+  bool posts(std::size_t c, std::uint64_t numel) const;
   /// The class with a top-k, or classes() if none is usable.
   std::size_t sparsifying_class() const;
   /// Throws omgs::Error if there is no class: the model's own error for the first allowed

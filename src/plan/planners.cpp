@@ -141,13 +141,20 @@ std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfMo
   const Entry top = entry({0.0, no_comm}, layers[L - 1].backward_s, layers[L - 1].numel);
   Entry cur = entry(detail::pipeline_after(top.t), layers[L - 2].backward_s, layers[L - 2].numel);
 
+  std::uint64_t open = layers[L - 1].numel + layers[L - 2].numel;
   for (std::size_t l = L - 2; l >= 1; --l) {
     const std::uint64_t p_below = layers[l - 1].numel;
     const double tb_below = layers[l - 1].backward_s;
     const double tw = tb_below + topk(cur.p + p_below) - topk(cur.p) - topk(p_below) -
                       (cur.t.comm_start_s - cur.t.topk_end_s);
     const double tsave = allgather(cur.p) + allgather(p_below) - allgather(cur.p + p_below);
-    if (tw < tsave) {
+    // Under a run's MPI count limit, no merge into a group that no row can post (the sparse
+    // allreduce's k P past an int) of two that can: the set-up would refuse it. Without a
+    // limit (predictions, the seed's algorithm) this never holds a merge back. `open` is the
+    // group's numel (cur.p, plus layer L-1's while the group holds it: no cut is made there).
+    const bool postable =
+        rows.posts(0, open + p_below) || !rows.posts(0, open) || !rows.posts(0, p_below);
+    if (tw < tsave && postable) {
       // __merge(l): index l - 1 absorbs index l, whose tb, p, ts, tc become 0. The seed's
       // taoc[l] then comes from its stale taos[l] (tb[l] as before the merge) plus ts[l] = 0:
       // index l stepped again from where it started, with no top-k and no communication.
@@ -156,9 +163,11 @@ std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfMo
       // Index l - 1 starts at taob[l] + tb[l] (tb[l] is 0 now), after taoc[l] + tc[l].
       cur = entry({cur.t.backward_start_s + zero, emptied.comm_end_s}, tb_below + cur.tb,
                   p_below + cur.p);
+      open += p_below;
     } else {
       cut[l] = 1;
       cur = entry(detail::pipeline_after(cur.t), tb_below, p_below);
+      open = p_below;
     }
   }
   std::vector<Group> groups = groups_from_cuts(cut, L);

@@ -17,7 +17,10 @@
 // alternate; a run's time is the slowest rank's; bytes are payload per rank (the largest over
 // ranks); max/mean is the busiest region's received pairs against the mean over ranks (the worst
 // run's, and the warm-up run's, the first exchange of the object); rounds: the dependent rounds
-// of a measured run, on average (5, or 4 where the last exchange's histogram bin held).
+// of a measured run, on average (5, or 4 where the last exchange's histogram bin held);
+// region_MB and batches: the most bytes a rank held at once to reduce its region and the
+// batches its peers' messages took (Stats::region_bytes, batches: the windowed receive), the
+// largest over ranks and measured runs.
 // Waits poll every 50 us, as omgs' progress thread does.
 #include <mpi.h>
 
@@ -146,6 +149,7 @@ struct Row {
   // The busiest region's received pairs / the mean: the worst measured run's, the warm-up's.
   double imbalance = 0, first_imbalance = 0;
   std::uint64_t rounds = 0;  // the sparse allreduce's dependent rounds, summed over the runs
+  std::uint64_t region_bytes = 0, batches = 0;  // the windowed receive's, largest
 
   double median() const {
     std::vector<double> s = t;
@@ -160,8 +164,9 @@ void print(const Row& r) {
   std::printf("  %-22s %12.3f %12.3f %10.5f %10.5f %10.5f", r.name.c_str(), r.sent / 1e6,
               r.received / 1e6, t.front(), t[t.size() / 2], t.back());
   if (r.bytes_per_pair > 0)
-    std::printf(" %8.2f %8.3f %8.3f %6.2f", r.bytes_per_pair, r.imbalance, r.first_imbalance,
-                static_cast<double>(r.rounds) / static_cast<double>(r.t.size()));
+    std::printf(" %8.2f %8.3f %8.3f %6.2f %9.3f %7llu", r.bytes_per_pair, r.imbalance,
+                r.first_imbalance, static_cast<double>(r.rounds) / static_cast<double>(r.t.size()),
+                r.region_bytes / 1e6, static_cast<unsigned long long>(r.batches));
   std::printf("\n");
 }
 
@@ -196,6 +201,8 @@ double time_sparse(SparseAllreduce& ex, const std::vector<SparsePair>& mine, Row
   row.received = std::max(row.received, largest(ex.stats().bytes_received));
   row.imbalance = std::max(row.imbalance, imbalance);
   row.rounds += ex.stats().rounds;
+  row.region_bytes = std::max(row.region_bytes, largest(ex.stats().region_bytes));
+  row.batches = std::max(row.batches, largest(ex.stats().batches));
   const auto& st = ex.stats();
   if (st.pairs_sent > 0)
     row.bytes_per_pair = static_cast<double>(st.pair_bytes_sent) / st.pairs_sent;
@@ -279,9 +286,9 @@ int main(int argc, char** argv) {
         "%d ranks, one group of %llu elements, density %g: k = %zu pairs per rank, "
         "source %s, overlap %g; %d runs (slowest rank each)\n",
         size, static_cast<unsigned long long>(n), o.density, k, source.c_str(), o.overlap, o.reps);
-    std::printf("  %-22s %12s %12s %10s %10s %10s %8s %8s %8s %6s\n", "exchange", "sent_MB",
+    std::printf("  %-22s %12s %12s %10s %10s %10s %8s %8s %8s %6s %9s %7s\n", "exchange", "sent_MB",
                 "received_MB", "min_s", "median_s", "max_s", "B/pair", "max/mean", "first",
-                "rounds");
+                "rounds", "region_MB", "batches");
     print(ag);
     print(sp);
     if (compact) print(cp);

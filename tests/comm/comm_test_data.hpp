@@ -80,12 +80,12 @@ inline void fill(Buffers& b, int g, int iter, std::size_t count) {
 inline long check(const Buffers& b, const ProgressEngine& e, int g, int iter,
                   const std::vector<std::size_t>& counts_by_rank) {
   long bad = 0;
-  const int* counts = e.recv_counts(g);
-  const int* displs = e.recv_displs(g);
+  const std::uint64_t* counts = e.recv_counts(g);
+  const std::uint64_t* displs = e.recv_displs(g);
   std::size_t total = 0;
   for (int r = 0; r < world_size(); ++r) {
     const auto c = counts_by_rank[static_cast<std::size_t>(r)];
-    if (counts[r] != static_cast<int>(c) || displs[r] != static_cast<int>(total)) ++bad;
+    if (counts[r] != c || displs[r] != total) ++bad;
     for (std::size_t i = 0; i < c; ++i) {
       const SparsePair& p = b.recv[static_cast<std::size_t>(g)][total + i];
       if (p.index != index_of(r, g, iter, i) || p.value != value_of(r, g, iter, i)) ++bad;

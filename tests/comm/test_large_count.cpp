@@ -3,8 +3,9 @@
 // over several allreduces of consecutive slices. A test-only limit (set_max_post_count, or
 // OMGS_MAX_POST_COUNT) makes the split run on small buffers: the sums equal the unsplit
 // ones and the exact sum, with a progress thread, inline, staged, and blocking; dense groups
-// split and whole interleaved with allgather groups. Ranks that split differently, and a bad
-// OMGS_MAX_POST_COUNT, are refused on every rank.
+// split and whole interleaved with allgather groups; the 16-bit dense wire's shards in
+// messages of the limit, equal to the unsplit ones bit for bit. Ranks that split differently,
+// and a bad OMGS_MAX_POST_COUNT, are refused on every rank.
 #include <mpi.h>
 
 #include <cstdlib>
@@ -110,6 +111,63 @@ TEST_CASE("a dense group split over posts of a lowered limit equals the unsplit 
       }
     }
   }
+}
+
+namespace {
+
+/// 16-bit dense groups of `sizes` values (bf16 or fp16), 2 iterations: each one's means.
+std::vector<std::vector<std::uint16_t>> run_dense16(const std::vector<std::size_t>& sizes,
+                                                    bool brain, bool blocking) {
+  const int me = world_rank();
+  std::vector<std::vector<std::uint16_t>> send(sizes.size()), recv(sizes.size()), out;
+  std::vector<GroupBuffers> groups(sizes.size());
+  for (std::size_t g = 0; g < sizes.size(); ++g) {
+    send[g].resize(sizes[g]);
+    recv[g].resize(sizes[g]);
+    groups[g].kind = omgs::WireKind::allreduce_mean16;
+    groups[g].dense16_send = send[g].data();
+    groups[g].dense16_recv = recv[g].data();
+    groups[g].dense_numel = sizes[g];
+    groups[g].dense_wire = brain ? omgs::DenseWire::bf16 : omgs::DenseWire::fp16;
+    groups[g].blocking_allreduce = blocking;
+  }
+  omgs::ProgressOptions o;
+  o.read_environment = false;
+  o.wait_timeout_s = 60;
+  omgs::ProgressEngine e(MPI_COMM_WORLD, groups, o);
+  for (int iter = 0; iter < 2; ++iter) {
+    for (std::size_t g = 0; g < sizes.size(); ++g)
+      for (std::size_t i = 0; i < sizes[g]; ++i)  // bf16 and fp16 bit patterns of small values
+        send[g][i] = static_cast<std::uint16_t>(0x3c00 + (me * 131 + iter * 17 + i * 7) % 512);
+    for (int g = static_cast<int>(sizes.size()) - 1; g >= 0; --g)
+      REQUIRE(e.submit(g) == omgs::SubmitStatus::ok);
+    REQUIRE(e.wait_all() == omgs::WaitStatus::ok);
+    for (const auto& r : recv) out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a 16-bit dense group in messages of a lowered limit equals the unsplit one",
+          "[comm][large_count]") {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  // Shards of 1000 / P values in messages of 7 or 64; 65 and 7 values; one value (n < P).
+  const std::vector<std::size_t> sizes = {1000, 65, 7, 1};
+  for (const bool brain : {true, false})
+    for (const bool blocking : {false, true}) {
+      if (blocking && level < MPI_THREAD_SERIALIZED) continue;  // needs the progress thread
+      INFO("bf16 " << brain << ", blocking " << blocking);
+      omgs::detail::set_max_post_count(0);
+      const auto whole = run_dense16(sizes, brain, blocking);
+      for (const std::uint64_t limit : {7u, 64u}) {
+        omgs::detail::set_max_post_count(limit);
+        const auto split = run_dense16(sizes, brain, blocking);
+        omgs::detail::set_max_post_count(0);
+        REQUIRE(split == whole);
+      }
+    }
 }
 
 TEST_CASE("ranks that split a dense group differently, or a bad OMGS_MAX_POST_COUNT, are refused",

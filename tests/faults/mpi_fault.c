@@ -92,6 +92,18 @@ int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, v
                           request);
 }
 
+#if MPI_VERSION >= 4
+/* The pairs' wire posts the large-count call where MPI has it (MPICH 4): the same rule. */
+int MPI_Iallgatherv_c(const void* sendbuf, MPI_Count sendcount, MPI_Datatype sendtype,
+                      void* recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[],
+                      MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  const int code = should_fail(OMGS_FAULT_IALLGATHERV);
+  if (code != 0) return code;
+  return PMPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                            comm, request);
+}
+#endif
+
 int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                    int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   const int code = should_fail(OMGS_FAULT_IALLGATHER);

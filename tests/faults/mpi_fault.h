@@ -1,6 +1,7 @@
-/* A PMPI interposition layer for the fault-injection tests: it defines MPI_Iallgatherv,
- * MPI_Iallgather and MPI_Testsome, which forward to PMPI_* unless told to fail. Linked
- * into a test program, it intercepts the calls libomgs makes. Thread-safe. */
+/* A PMPI interposition layer for the fault-injection tests: it defines MPI_Iallgatherv (and
+ * MPI 4's MPI_Iallgatherv_c, under the same rule), MPI_Iallgather and MPI_Testsome, which forward
+ * to PMPI_* unless told to fail. Linked into a test program, it intercepts the calls libomgs makes.
+ * Thread-safe. */
 #ifndef OMGS_TEST_MPI_FAULT_H
 #define OMGS_TEST_MPI_FAULT_H
 

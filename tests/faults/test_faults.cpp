@@ -153,7 +153,7 @@ TEST_CASE("variable-count engine: failing count exchanges are retried too", "[fa
   REQUIRE(engine.submit(0, mine) == omgs::SubmitStatus::ok);
   REQUIRE(engine.wait(0, 60.0) == omgs::WaitStatus::ok);
   for (int r = 0; r < P; ++r) {
-    REQUIRE(engine.recv_counts(0)[r] == 5 + r);
+    REQUIRE(engine.recv_counts(0)[r] == static_cast<std::uint64_t>(5 + r));
     CHECK(recv[static_cast<std::size_t>(engine.recv_displs(0)[r])].index ==
           static_cast<std::uint32_t>(100 * r));
   }

@@ -109,12 +109,14 @@ TEST_CASE("collective table: a row refuses a group it cannot serve", "[plan][tab
   const auto& sar = collective_row(Collective::sparse_allreduce);
   const ServeLimits ints{omgs::detail::mpi_int_count, 0};
   CHECK(omgs::detail::mpi_int_count == std::uint64_t{INT_MAX});
-  // k = 10^6 pairs: 2048 ranks receive 2.048e9 < INT_MAX pairs, 4096 ranks 4.096e9 > INT_MAX.
+  // k = 10^6 pairs: 2048 ranks receive 2.048e9 < INT_MAX pairs, 4096 ranks 4.096e9 > INT_MAX,
+  // which the sparse allreduce's wire refuses and the allgather's splits over posts.
   const std::uint64_t n = 1'000'000'000;
-  CHECK(serves(ag, n, 2048, 0.001, ints));
-  CHECK_FALSE(serves(ag, n, 4096, 0.001, ints));
+  CHECK(serves(sar, n, 2048, 0.001, ints));
   CHECK_FALSE(serves(sar, n, 4096, 0.001, ints));
-  CHECK(serves(ag, n, 4096, 0.001, ServeLimits{}));  // no limit: a prediction
+  CHECK(serves(ag, n, 4096, 0.001, ints));
+  CHECK(ag.max_mpi_count(n, 4096, 0.001) == std::uint64_t{INT_MAX});
+  CHECK(serves(sar, n, 4096, 0.001, ServeLimits{}));  // no limit: a prediction
   // The dense allreduce splits its floats over posts of at most an int: any size is served.
   CHECK(serves(ar, std::uint64_t{INT_MAX}, 4, 0.001, ints));
   CHECK(serves(ar, 6'700'000'000, 4, 0.001, ints));
@@ -451,4 +453,42 @@ TEST_CASE("collective table: the two-level allreduce row is opt-in and timed by 
   c.collectives = {Collective::sparse, Collective::dense, Collective::allreduce_node};
   CHECK(omgs::allowed_collectives(c).contains(Collective::allreduce_node));
   CHECK(omgs::parse_collective("allreduce_node") == Collective::allreduce_node);
+}
+
+namespace {
+// A sparse allreduce whose start-up makes MGS merge every layer (a fast top-k, a slow
+// start-up per exchange): with only that row allowed, k P grows with every merge.
+class MergingSparseModel final : public omgs::PerfModel {
+ public:
+  double topk_s(std::uint64_t n) const override { return 1e-12 * static_cast<double>(n); }
+  double allgather_s(std::uint64_t, int, double) const override { return 100.0; }
+  void check_workers(int) const override {}
+  std::string describe() const override { return "merging sparse test model"; }
+  bool knows_sparse_allreduce(int) const override { return true; }
+  double sparse_allreduce_s(std::uint64_t n, int, double) const override {
+    return 1.0 + 1e-15 * static_cast<double>(n);
+  }
+};
+}  // namespace
+
+TEST_CASE("MGS merges no group past what its row can post when the run limits MPI counts",
+          "[plan][table]") {
+  const MergingSparseModel m;
+  // k = 600,000 pairs a layer: at P = 1024, three layers' k P (1.84e9) fit an int, four not.
+  std::vector<omgs::LayerSpec> layers;
+  for (int l = 0; l < 7; ++l) layers.push_back({"l" + std::to_string(l), 600'000'000, 1e-3});
+  omgs::PlanConfig c{1024, 0.001, 8192};
+  c.sparse_exchange = omgs::SparseExchange::allreduce;
+  c.max_mpi_count = 0;  // no limit (a prediction): the seed's MGS, one group
+  const omgs::Plan free = omgs::make_plan(Planner::mgs, layers, m, c);
+  REQUIRE(free.groups.size() == 1);
+  CHECK(collective_row(free.groups[0].collective).max_mpi_count(free.groups[0].numel, 1024, 0.001) >
+        INT_MAX);
+  c.max_mpi_count = omgs::detail::mpi_int_count;  // as the runtime plans
+  const omgs::Plan ints = omgs::make_plan(Planner::mgs, layers, m, c);
+  CHECK(ints.groups.size() == 3);
+  for (const omgs::Group& g : ints.groups) {
+    CHECK(g.collective == Collective::sparse_allreduce);
+    CHECK(collective_row(g.collective).max_mpi_count(g.numel, 1024, 0.001) <= INT_MAX);
+  }
 }
