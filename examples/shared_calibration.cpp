@@ -39,10 +39,15 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
   opt.density = density;
   opt.planner = omgs::Planner::layerwise;
   opt.perf_model = "calibrate";
-  // automatic, not allreduce: the calibration runtime's layer-wise plan need not make a
-  // sparse allreduce (and its communicator) per layer to have the exchange timed.
+  // Every collective by name, not sparse_exchange = allreduce: the calibration runtime's
+  // layer-wise plan need not make a sparse allreduce per layer to have the exchange timed;
+  // and not automatic, which leaves the sparse allreduce out at two ranks.
   const bool sar = exchange != omgs::SparseExchange::allgather;
-  if (sar) opt.sparse_exchange = omgs::SparseExchange::automatic;
+  if (sar)
+    opt.collectives = {omgs::Collective::sparse, omgs::Collective::sparse_allreduce,
+                       omgs::Collective::dense};
+  else
+    opt.sparse_exchange = omgs::SparseExchange::allgather;
   std::vector<Coefficients> runs;
   omgs::AllreduceFormChoice form;
   for (int r = 0; r < repeats; ++r) {

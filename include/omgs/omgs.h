@@ -81,9 +81,9 @@ typedef struct omgs_options {
   int refit_iterations;   /* >= 0; default 5; 0: off */
   int max_replans;        /* >= 0; default 2 */
   double replan_min_gain; /* finite, >= 0; default 0.05 */
-  /* How the sparse groups are exchanged: "automatic" (default: as the plan says per group),
-   * "allgather" or "allreduce" (the sparse allreduce: the global top-k of the summed pairs).
-   * OMGS_SPARSE_EXCHANGE wins. */
+  /* How the sparse groups are exchanged: "allgather" (default), "allreduce" (the sparse
+   * allreduce: the global top-k of the summed pairs) or "automatic" (as the plan says per
+   * group). OMGS_SPARSE_EXCHANGE wins. */
   const char* sparse_exchange;
   /* Accuracy at low density (docs/api.md, "Accuracy at low density"), after Deep Gradient
    * Compression. Warm-up: over the first warmup_iterations iterations the density falls

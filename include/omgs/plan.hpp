@@ -178,6 +178,13 @@ OMGS_EXPORT std::string_view to_string(SparseExchange exchange);
 /// "allgather" | "allreduce" | "automatic"; throws omgs::Error naming the value otherwise.
 OMGS_EXPORT SparseExchange parse_sparse_exchange(std::string_view name);
 
+/// The defaults of a run with nothing set (RuntimeOptions, omgs_options_init, omgs-plan):
+/// the planner that chooses per group between the sparse and the dense exchange, and the
+/// pairs' allgather for the sparse groups, which measured faster than the sparse allreduce
+/// at 2-16 emulated hosts (docs/planner.md, "Defaults").
+inline constexpr Planner default_planner = Planner::mixed;
+inline constexpr SparseExchange default_sparse_exchange = SparseExchange::allgather;
+
 struct PlanConfig {
   int workers = 1;                               ///< P, number of ranks
   double density = 0.001;                        ///< fraction of entries top-k keeps
@@ -205,7 +212,8 @@ struct PlanConfig {
 OMGS_EXPORT std::uint64_t parse_byte_size(std::string_view text);
 
 /// config.collectives if not empty, else what config.sparse_exchange says: allgather:
-/// {sparse, dense}; allreduce: {sparse_allreduce, dense}; automatic: all three.
+/// {sparse, dense}; allreduce: {sparse_allreduce, dense}; automatic: all three, but at two
+/// ranks {sparse, dense} (there the sparse allreduce cannot beat the allgather).
 OMGS_EXPORT CollectiveSet allowed_collectives(const PlanConfig& config);
 
 /// How a plan relates to what its planner promises. Only the optimal planner, which is

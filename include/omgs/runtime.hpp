@@ -60,16 +60,16 @@ struct RuntimeOptions {
   /// How layers are merged into groups, and (mgs_mixed, optimal, dense, mixed with a model
   /// that knows the allreduce, e.g. the calibrated one) which groups are dense. The default
   /// mixed chooses among mgs, mgs_mixed, optimal and dense (docs/planner.md, "Defaults").
-  Planner planner = Planner::mixed;
+  Planner planner = default_planner;
   /// "calibrate" (time top-k on this device and allgather on this communicator, at init),
   /// "reference" (the paper's constants), or the path of an alpha-beta JSON file.
   std::string perf_model = "calibrate";
   std::uint64_t threshold_numel = 8192;  ///< for Planner::threshold
   /// How the sparse groups are exchanged (docs/comm.md, "The sparse allreduce"): allgather
-  /// (every rank's top-k pairs gathered on every rank), allreduce (every sparse group by the
-  /// sparse allreduce: the global top-k of the summed pairs, its volume near O(k) per rank
-  /// instead of O(P k)), or automatic (default: per group, the faster). OMGS_SPARSE_EXCHANGE wins.
-  SparseExchange sparse_exchange = SparseExchange::automatic;
+  /// (the default: every rank's top-k pairs on every rank), allreduce (the sparse allreduce:
+  /// the global top-k of the summed pairs, its volume near O(k) per rank instead of O(P k)),
+  /// or automatic (per group, the faster). OMGS_SPARSE_EXCHANGE wins.
+  SparseExchange sparse_exchange = default_sparse_exchange;
   /// The collectives the plans may give a group (PlanConfig::collectives): rows of the
   /// planner's table of collectives, built-in or registered (docs/architecture.md, "Adding
   /// a collective"). Empty (the default): those of sparse_exchange and the dense allreduce.

@@ -60,7 +60,7 @@ struct SweepRow {
 OMGS_EXPORT std::vector<SweepRow> sweep_workers(
     const std::vector<LayerSpec>& layers, const PerfModel& model, double density,
     const std::vector<int>& workers, const OptimalBudget& budget = {},
-    double margin = default_choice_margin, SparseExchange exchange = SparseExchange::allgather,
+    double margin = default_choice_margin, SparseExchange exchange = default_sparse_exchange,
     std::uint64_t memory_budget_bytes = 0, std::uint64_t max_mpi_count = 0,
     const NodeShape& node = {});
 /// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of

@@ -62,6 +62,10 @@ CollectiveSet allowed_collectives(const PlanConfig& config) {
     case SparseExchange::automatic:
       break;
   }
+  // At two ranks the sparse allreduce moves the allgather's bytes (each rank's k pairs to
+  // its one peer) plus a histogram round, so it cannot be faster; its line and the
+  // allgather's, fitted apart, can still say otherwise there (docs/planner.md, "Defaults").
+  if (config.workers == 2) return {Collective::sparse, Collective::dense};
   return {Collective::sparse, Collective::sparse_allreduce, Collective::dense};
 }
 

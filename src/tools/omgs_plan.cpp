@@ -47,14 +47,15 @@ constexpr const char* usage_text =
     "                   alpha-beta JSON file (default: reference)\n"
     "  --topk FILE      replace the perf model's top-k cost by FILE's \"topk\" member (a\n"
     "                   GPU's model, examples/perf/gpu_topk_*.json, or a saved model)\n"
-    "  --planner NAME   mgs (default), layerwise, single, threshold, optimal, mgs_mixed,\n"
-    "                   dense, mixed (the last three need allreduce costs), or all to compare\n"
+    "  --planner NAME   mixed (default, as the runtime's: mgs_mixed, optimal or dense where\n"
+    "                   the model has allreduce costs, else mgs or optimal), mgs, layerwise,\n"
+    "                   single, threshold, optimal, mgs_mixed, dense, or all to compare\n"
     "  --threshold N    group size of the threshold planner in elements (default 8192)\n"
     "  --choice-margin M  mixed, automatic and the sweep's mixed: plans predicted within\n"
     "                   M x the best are near-ties, which go to fewer groups (default 0.1;\n"
     "                   0: the strict minimum)\n"
-    "  --sparse-exchange E  how sparse groups are exchanged: allgather (default), allreduce\n"
-    "                   (the sparse allreduce) or automatic (the faster per group); the\n"
+    "  --sparse-exchange E  how sparse groups are exchanged: allgather (default, as the\n"
+    "                   runtime's), allreduce or automatic (the faster per group); the\n"
     "                   sweep adds the all-sparse-allreduce column when the model knows it\n"
     "  --optimal-work N the optimal and dense searches' budget (model evaluations plus state\n"
     "                   updates, default 30000000); past it the plan is approximate, with\n"
@@ -86,10 +87,11 @@ struct Args {
   std::string density;
   std::string perf = "reference";
   std::string topk;
-  std::string planner = "mgs";
+  /// The runtime's defaults: what a run with nothing set would plan.
+  std::string planner{omgs::to_string(omgs::default_planner)};
   std::string threshold = "8192";
   std::string margin = "0.1";
-  std::string exchange = "allgather";
+  std::string exchange{omgs::to_string(omgs::default_sparse_exchange)};
   std::string budget_work;
   std::string format = "table";
   std::string svg;

@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   omgs_options_init(&opt);
   /* The runtime's defaults (docs/planner.md, "Defaults"). */
   EXPECT(opt.density > 0 && strcmp(opt.planner, "mixed") == 0);
-  EXPECT(opt.sparse_exchange != NULL && strcmp(opt.sparse_exchange, "automatic") == 0);
+  EXPECT(opt.sparse_exchange != NULL && strcmp(opt.sparse_exchange, "allgather") == 0);
   EXPECT(opt.shutdown_timeout_s == 5.0);
   EXPECT(opt.pair_wire != NULL && strcmp(opt.pair_wire, "bf16") == 0);
   /* A bad pair wire on the last rank fails every rank, naming it. */

@@ -202,6 +202,15 @@ TEST_CASE("collective table: the registry, names and the allowed sets", "[plan][
   c.sparse_exchange = omgs::SparseExchange::automatic;
   CHECK(omgs::allowed_collectives(c) ==
         CollectiveSet{Collective::sparse, Collective::sparse_allreduce, Collective::dense});
+  c.workers = 2;  // the sparse allreduce cannot beat the allgather at two ranks
+  CHECK(omgs::allowed_collectives(c) == CollectiveSet{Collective::sparse, Collective::dense});
+  c.sparse_exchange = omgs::SparseExchange::allreduce;  // unless asked for
+  CHECK(omgs::allowed_collectives(c) ==
+        CollectiveSet{Collective::sparse_allreduce, Collective::dense});
+  c.workers = 3;
+  c.sparse_exchange = omgs::SparseExchange::automatic;
+  CHECK(omgs::allowed_collectives(c) ==
+        CollectiveSet{Collective::sparse, Collective::sparse_allreduce, Collective::dense});
   c.collectives = {Collective::sparse};  // an explicit set wins
   CHECK(omgs::allowed_collectives(c) == CollectiveSet{Collective::sparse});
   CHECK(c.collectives.size() == 1);
