@@ -79,7 +79,8 @@ def omgs_groups(exe, layers, workers, density, tmpdir):
         for name, n, t in layers:
             f.write(f"{name},{n},{t!r}\n")
     out = subprocess.run([exe, "--model", path, "--workers", str(workers), "--density",
-                          repr(density), "--perf", "reference", "--format", "json"],
+                          repr(density), "--perf", "reference", "--planner", "mgs",
+                          "--format", "json"],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)["groups"]
 
