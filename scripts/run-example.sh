@@ -2,8 +2,8 @@
 # The main job: builds omgs, then runs the example training job with 4 MPI ranks: ResNet-50's
 # 161 gradient tensors, backward emulated on the device, communicated by omgs with the
 # layerwise, single, mgs and optimal plans, with the runtime's defaults (the "default" row: the
-# mixed planner closed-loop, sparse exchange automatic, bf16 pairs) and densely (25 MB buckets as DDP, and per layer); prints one line per iteration
-# and the comparison table.
+# mixed planner closed-loop, sparse exchange allgather, bf16 pairs) and densely (25 MB buckets
+# as DDP, and per layer); prints one line per iteration and the comparison table.
 #
 # Where the machine allows it (root, network namespaces) the ranks run on an emulated
 # cluster: one rank per host, hosts linked at 1 Gbit/s, MPI over TCP (scripts/cluster.sh,

@@ -19,7 +19,7 @@ import sys
 
 LABELS = {  # method in the CSV -> label, colour; in the order of the table
     "dense": ("omgs dense fp32 (MPI_Allreduce)", "#000000"),
-    "omgs": ("omgs defaults (top-k 0.01, mgs)", "#d62728"),
+    "omgs": ("omgs defaults (top-k 0.01)", "#d62728"),
     "ddp_fp32": ("DDP fp32", "#1f77b4"),
     "ddp_fp16": ("DDP fp16_compress_hook", "#2ca02c"),
     "ddp_bf16": ("DDP bf16_compress_hook", "#17becf"),
