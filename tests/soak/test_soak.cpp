@@ -58,6 +58,9 @@ TEST_CASE("soak: thousands of iterations, mass conserved every iteration, memory
   omgs::RuntimeOptions opt;
   opt.density = 0.02;
   opt.perf_model = "calibrate";
+  // Exact values on the wire: the checks below want a sent entry's residual exactly 0 (the
+  // compact pairs keep their rounding error there: tests/runtime/test_pair_wire.cpp).
+  opt.pair_wire = omgs::PairWire::pairs8;
   // OMGS_SOAK_PLANNER: another planner, e.g. mgs (all groups sparse) with
   // OMGS_SPARSE_EXCHANGE=allreduce (every group a sparse allreduce; tests/soak/CMakeLists.txt).
   const char* planner_env = std::getenv("OMGS_SOAK_PLANNER");
