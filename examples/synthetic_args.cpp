@@ -81,6 +81,24 @@ double number(int rank, const std::string& opt, const std::string& text, double 
   return v;
 }
 
+/// The items of a comma-separated `text` of option `opt`, each checked by `check` (which
+/// throws omgs::Error naming the item): a bad item is a usage error naming the option.
+template <class Check>
+std::vector<std::string> checked_list(int rank, const std::string& opt, const std::string& text,
+                                      Check check) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    try {
+      check(item);
+    } catch (const omgs::Error& e) {
+      usage_error(rank, opt + ": " + e.what());
+    }
+    items.push_back(item);
+  }
+  return items;
+}
+
 bool file_exists(const std::string& path) {
   std::ifstream f(path);
   return f.good();
@@ -115,42 +133,16 @@ Args parse_args(int argc, char** argv, int rank) {
     } else if (opt == "--density") {
       a.density = number(rank, opt, value(), 1e-12, 1.0);
     } else if (opt == "--planners") {
-      a.planners.clear();
-      std::stringstream ss(value());
-      for (std::string p; std::getline(ss, p, ',');) {
-        if (p == default_method) {
-          a.planners.push_back(p);
-          continue;
-        }
-        try {
+      a.planners = checked_list(rank, opt, value(), [](const std::string& p) {
+        if (p != default_method)
           (void)omgs::parse_planner(closed_loop(p) ? p.substr(0, p.size() - 5) : p);
-        } catch (const omgs::Error& e) {
-          usage_error(rank, std::string("--planners: ") + e.what());
-        }
-        a.planners.push_back(p);
-      }
+      });
     } else if (opt == "--sparse-exchange") {
-      a.sparse_exchanges.clear();
-      std::stringstream ss(value());
-      for (std::string e; std::getline(ss, e, ',');) {
-        try {
-          (void)omgs::parse_sparse_exchange(e);
-        } catch (const omgs::Error& err) {
-          usage_error(rank, std::string("--sparse-exchange: ") + err.what());
-        }
-        a.sparse_exchanges.push_back(e);
-      }
+      a.sparse_exchanges = checked_list(
+          rank, opt, value(), [](const std::string& e) { (void)omgs::parse_sparse_exchange(e); });
     } else if (opt == "--pair-wire") {
-      a.pair_wires.clear();
-      std::stringstream ss(value());
-      for (std::string w; std::getline(ss, w, ',');) {
-        try {
-          (void)omgs::parse_pair_wire(w);
-        } catch (const omgs::Error& e) {
-          usage_error(rank, std::string("--pair-wire: ") + e.what());
-        }
-        a.pair_wires.push_back(w);
-      }
+      a.pair_wires = checked_list(rank, opt, value(),
+                                  [](const std::string& w) { (void)omgs::parse_pair_wire(w); });
     } else if (opt == "--rounds") {
       a.rounds = static_cast<int>(number(rank, opt, value(), 1, 1000));
     } else if (opt == "--no-dense") {
@@ -196,13 +188,12 @@ Args parse_args(int argc, char** argv, int rank) {
 }
 
 std::string calibration_exchange(const Args& args) {
-  const omgs::RuntimeOptions defaults;
-  bool sar = std::find(args.planners.begin(), args.planners.end(), default_method) !=
-                 args.planners.end() &&
-             defaults.sparse_exchange != omgs::SparseExchange::allgather;
+  // The default row, and every row without --sparse-exchange, use the runtime's exchange.
+  const bool runtime_exchange =
+      args.sparse_exchanges.empty() ||
+      std::find(args.planners.begin(), args.planners.end(), default_method) != args.planners.end();
+  bool sar = runtime_exchange && omgs::default_sparse_exchange != omgs::SparseExchange::allgather;
   for (const std::string& e : args.sparse_exchanges) sar = sar || e != "allgather";
-  if (args.sparse_exchanges.empty())
-    sar = sar || defaults.sparse_exchange != omgs::SparseExchange::allgather;
   return sar ? "automatic" : "allgather";
 }
 
