@@ -59,6 +59,14 @@ inline std::string write_on_rank0(const std::string& path, const char* text) {
   return path;
 }
 
+/// An alpha-beta model of the allgather for any P (the reference model knows P = 2 .. 16
+/// only), written by rank 0 to `path`: linear top-k, 1e-5 s + 1e-9 s per byte.
+inline std::string any_p_allgather_model(const std::string& path) {
+  return write_on_rank0(
+      path, R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 0, "c1_s": 1e-9},
+          "allgather": [], "allgather_formula": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9}})");
+}
+
 /// Collective: true if x is the same on every rank (compared through a hash).
 inline bool same_everywhere(const std::string& x) {
   const unsigned long long h = std::hash<std::string>{}(x);

@@ -22,10 +22,8 @@ using omgs_test::world_rank;
 namespace {
 
 std::string model_path() {
-  static const std::string path = omgs_test::write_on_rank0(
-      "omgs_test_large_count_runtime_perf.json",
-      R"({"type": "alpha_beta", "topk": {"form": "linear", "c0_s": 0, "c1_s": 1e-9},
-          "allgather": [], "allgather_formula": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9}})");
+  static const std::string path =
+      omgs_test::any_p_allgather_model("omgs_test_large_count_runtime_perf.json");
   return path;
 }
 
