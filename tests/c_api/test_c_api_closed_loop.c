@@ -196,6 +196,7 @@ static void check_loop_on(void) {
   int refits = 0, replans = 0;
   omgs_options_init(&opt);
   opt.density = 0.01;
+  opt.pair_wire = "pairs8"; /* check_lines tests the line's exact 8-byte pairs */
   opt.perf_model = "reference"; /* far from this machine: the refit has something to correct */
   opt.refit_iterations = 3;
   opt.max_replans = 2;
@@ -236,6 +237,7 @@ static void check_loop_on(void) {
   omgs_runtime* rt2 = NULL;
   omgs_options_init(&later);
   later.density = opt.density;
+  later.pair_wire = opt.pair_wire;
   later.perf_model = shared;
   EXPECT(omgs_create(MPI_COMM_WORLD, layers, kLayers, &later, &rt2) == OMGS_OK);
   if (rt2 != NULL) {
