@@ -203,6 +203,10 @@ struct PlanConfig {
   /// predictions of what the collectives cost assume; INT_MAX: MPI's int counts, which the
   /// runtime's wires refuse to pass): the choosing planners keep within it too.
   std::uint64_t max_mpi_count = 0;
+  /// The most elements one group may hold (0: no limit, as predictions assume; 2^32 - 1: the
+  /// runtime's 32-bit indices, which its set-up refuses past): no planner merges past it
+  /// (MGS and the choosing planners keep every group within it where the layers allow).
+  std::uint64_t max_group_numel = 0;
 };
 
 /// A byte count for PlanConfig::memory_budget_bytes: a number (a fraction allowed, the bytes

@@ -50,19 +50,19 @@ struct SweepRow {
 /// `margin` (0: the strict minimum, never slower than dense, mgs, sparse_allreduce or
 /// optimal; any margin: never slower than dense or sparse_allreduce). `exchange` is the
 /// PlanConfig::sparse_exchange of mixed's candidates (allreduce needs a model that knows
-/// the sparse allreduce for every P). `memory_budget_bytes` and `max_mpi_count` are every
-/// plan's PlanConfig limits (0: none, the default). `node` (ranks_per_node > 1; the default
-/// is flat) makes every model a NodeModel of the given alpha-beta model: omgs' plans may use
-/// the two-level rows, the dense baselines become two-level where faster, and the
-/// all-node-summed plan is added beside them; it throws omgs::Error for ranks_per_node < 1, one
-/// that does not divide some P, or a model that is not alpha-beta. With ranks_per_node = 1 the rows
-/// are the flat sweep's exactly.
+/// the sparse allreduce for every P). `memory_budget_bytes`, `max_mpi_count` and
+/// `max_group_numel` are every plan's PlanConfig limits (0: none, the default). `node`
+/// (ranks_per_node > 1; the default is flat) makes every model a NodeModel of the given alpha-beta
+/// model: omgs' plans may use the two-level rows, the dense baselines become two-level where
+/// faster, and the all-node-summed plan is added beside them; it throws omgs::Error for
+/// ranks_per_node < 1, one that does not divide some P, or a model that is not alpha-beta. With
+/// ranks_per_node = 1 the rows are the flat sweep's exactly.
 OMGS_EXPORT std::vector<SweepRow> sweep_workers(
     const std::vector<LayerSpec>& layers, const PerfModel& model, double density,
     const std::vector<int>& workers, const OptimalBudget& budget = {},
     double margin = default_choice_margin, SparseExchange exchange = default_sparse_exchange,
     std::uint64_t memory_budget_bytes = 0, std::uint64_t max_mpi_count = 0,
-    const NodeShape& node = {});
+    const NodeShape& node = {}, std::uint64_t max_group_numel = 0);
 /// "2,4,8" or with an ellipsis "2,4,...,4096" (continues the ratio, or else the step, of
 /// the two numbers before it up to the one after it). Throws omgs::Error on a bad list.
 OMGS_EXPORT std::vector<int> parse_workers_list(std::string_view text);

@@ -173,6 +173,7 @@ std::string known_names() {
 
 bool serves(const CollectiveRow& row, std::uint64_t numel, int workers, double density,
             const ServeLimits& limits) {
+  if (limits.max_group_numel != 0 && numel > limits.max_group_numel) return false;
   if (limits.max_mpi_count != 0 &&
       row.max_mpi_count(numel, workers, density) > limits.max_mpi_count)
     return false;
@@ -183,7 +184,7 @@ bool serves(const CollectiveRow& row, std::uint64_t numel, int workers, double d
 bool serves_groups(const std::vector<LayerSpec>& layers, const std::vector<Group>& groups,
                    const PlanConfig& config) {
   const ServeLimits limits = serve_limits(config);
-  if (limits.max_mpi_count == 0 && limits.memory_budget_bytes == 0) return true;
+  if (limits.unlimited()) return true;
   for (const Group& g : groups) {
     std::uint64_t numel = 0;
     for (std::size_t l = g.begin; l < g.end && l < layers.size(); ++l) numel += layers[l].numel;
@@ -252,7 +253,7 @@ PlanRows::PlanRows(const PerfModel& model, const PlanConfig& config, Kinds kinds
       workers_(config.workers),
       density_(config.density),
       limits_(serve_limits(config)),
-      unlimited_(limits_.max_mpi_count == 0 && limits_.memory_budget_bytes == 0),
+      unlimited_(limits_.unlimited()),
       kinds_(kinds) {
   const CollectiveSet allowed = allowed_collectives(config);
   for (bool top_k : {true, false}) {
@@ -297,6 +298,7 @@ RowPick PlanRows::pick_among(const Class& k, std::uint64_t numel) const {
 }
 
 bool PlanRows::posts(std::size_t c, std::uint64_t numel) const {
+  if (limits_.max_group_numel != 0 && numel > limits_.max_group_numel) return false;
   if (limits_.max_mpi_count == 0) return true;
   for (const CollectiveRow* r : classes_[c].rows)
     if (r->max_mpi_count(numel, workers_, density_) <= limits_.max_mpi_count) return true;

@@ -58,20 +58,25 @@ struct CollectiveRow {
   bool fit_in_8_byte_pairs = false;
 };
 
-/// What a run lets one group's exchange use (PlanConfig::max_mpi_count and
-/// memory_budget_bytes; 0: no limit).
+/// What a run lets one group's exchange use (PlanConfig::max_mpi_count, memory_budget_bytes
+/// and max_group_numel; 0: no limit).
 struct ServeLimits {
   std::uint64_t max_mpi_count = 0;
   std::uint64_t memory_budget_bytes = 0;
+  std::uint64_t max_group_numel = 0;
+  bool unlimited() const noexcept {
+    return max_mpi_count == 0 && memory_budget_bytes == 0 && max_group_numel == 0;
+  }
 };
 inline ServeLimits serve_limits(const PlanConfig& config) {
-  return {config.max_mpi_count, config.memory_budget_bytes};
+  return {config.max_mpi_count, config.memory_budget_bytes, config.max_group_numel};
 }
 /// The limits of a run on MPI's int counts (INT_MAX, as the wires' set-up checks refuse).
 inline constexpr std::uint64_t mpi_int_count = 2147483647;
 
-/// Whether `row` can serve a group of numel elements among `workers` ranks: its largest MPI
-/// count and its memory per rank are within the limits.
+/// Whether `row` can serve a group of numel elements among `workers` ranks: the group is
+/// within the run's element limit, and the row's largest MPI count and its memory per rank
+/// are within the limits.
 bool serves(const CollectiveRow& row, std::uint64_t numel, int workers, double density,
             const ServeLimits& limits);
 
@@ -130,9 +135,9 @@ class PlanRows {
       return {k.rows.front()->time_s(model_, numel, workers_, density_), k.rows.front()->id, true};
     return pick_among(k, numel);
   }
-  /// Whether some row of class c posts a group of numel elements within the run's MPI count
-  /// limit (its max_mpi_count; the memory budget aside): MGS merges no two groups that each
-  /// can be posted into one that cannot (its set-up would refuse it).
+  /// Whether some row of class c posts a group of numel elements within the run's element
+  /// limit and MPI count limit (its max_mpi_count; the memory budget aside): MGS merges no
+  /// two groups that each can be posted into one that cannot (its set-up would refuse it).
   bool posts(std::size_t c, std::uint64_t numel) const;
   /// The class with a top-k, or classes() if none is usable.
   std::size_t sparsifying_class() const;

@@ -106,8 +106,9 @@ std::vector<Group> groups_from_cuts(const std::vector<char>& cut, std::size_t nu
 // state it was stepped from: O(L), identical decisions.
 //
 // Quirks kept on purpose (they are the published algorithm):
-//  * the sweep never decides between layers L-1 and L-2: they always share a group, although
-//    the timeline used for the decisions still treats L-1 as a group of its own;
+//  * the sweep never decides between layers L-1 and L-2: they always share a group (unless a
+//    run's limits cannot post them together), although the timeline used for the decisions
+//    still treats L-1 as a group of its own;
 //  * after a merge at l the seed leaves taos[l] stale (tb[l] became 0) and recomputes
 //    taoc[l] from it; the stale value can never win the max at l-1 (its own top-k start
 //    is later), so this changes nothing, but it is reproduced rather than argued;
@@ -134,6 +135,11 @@ std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfMo
   };
 
   std::vector<char> cut(L, 0);
+  // Under a run's limits the seed's one fixed merge (L-1 into L-2, below) is held back too
+  // where no row could post it and each of the two alone can: the set-up would refuse it.
+  if (!rows.posts(0, layers[L - 1].numel + layers[L - 2].numel) &&
+      rows.posts(0, layers[L - 1].numel) && rows.posts(0, layers[L - 2].numel))
+    cut[L - 1] = 1;
   // Index L-1 starts at 0 and its communication waits for nothing but its top-k (the seed's
   // taoc[L-1] = taos[L-1] + ts[L-1]): max(-inf, x) is x, except for a NaN x, which makes
   // every later taos and hence every tw NaN, so every decision is the seed's (no merge).
@@ -141,7 +147,7 @@ std::vector<Group> groups_mgs(const std::vector<LayerSpec>& layers, const PerfMo
   const Entry top = entry({0.0, no_comm}, layers[L - 1].backward_s, layers[L - 1].numel);
   Entry cur = entry(detail::pipeline_after(top.t), layers[L - 2].backward_s, layers[L - 2].numel);
 
-  std::uint64_t open = layers[L - 1].numel + layers[L - 2].numel;
+  std::uint64_t open = layers[L - 2].numel + (cut[L - 1] ? 0 : layers[L - 1].numel);
   for (std::size_t l = L - 2; l >= 1; --l) {
     const std::uint64_t p_below = layers[l - 1].numel;
     const double tb_below = layers[l - 1].backward_s;
@@ -221,6 +227,11 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
   bool best_served = false;
   std::vector<detail::RowPick> picks;
   std::vector<char> cut(L, 0);
+  // Under a run's limits the seed's one fixed merge (L-1 into L-2, below) is held back too
+  // where no row could post it and each of the two alone can: the set-up would refuse it.
+  if (!rows.posts(0, layers[L - 1].numel + layers[L - 2].numel) &&
+      rows.posts(0, layers[L - 1].numel) && rows.posts(0, layers[L - 2].numel))
+    cut[L - 1] = 1;
   const std::uint64_t count = std::uint64_t{1} << (L - 1);
   for (std::uint64_t mask = 0; mask < count; ++mask) {
     for (std::size_t l = 1; l < L; ++l) cut[l] = static_cast<char>((mask >> (l - 1)) & 1u);

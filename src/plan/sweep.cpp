@@ -65,11 +65,12 @@ struct SweepConfigs {
 
 SweepConfigs sweep_configs(int p, double density, double margin, SparseExchange exchange,
                            std::uint64_t memory_budget_bytes, std::uint64_t max_mpi_count,
-                           bool two_level) {
+                           std::uint64_t max_group_numel, bool two_level) {
   SweepConfigs c;
   c.allgather = PlanConfig{p, density, 8192, margin, SparseExchange::allgather};
   c.allgather.memory_budget_bytes = memory_budget_bytes;
   c.allgather.max_mpi_count = max_mpi_count;
+  c.allgather.max_group_numel = max_group_numel;
   c.own = c.allgather;
   c.own.sparse_exchange = exchange;
   c.dense = c.node = c.own;
@@ -88,7 +89,8 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
                                     double density, const std::vector<int>& workers,
                                     const OptimalBudget& budget, double margin,
                                     SparseExchange exchange, std::uint64_t memory_budget_bytes,
-                                    std::uint64_t max_mpi_count, const NodeShape& node) {
+                                    std::uint64_t max_mpi_count, const NodeShape& node,
+                                    std::uint64_t max_group_numel) {
   validate_choice_margin(margin);
   const bool two_level = node.ranks_per_node != 1;
   if (two_level)
@@ -101,8 +103,8 @@ std::vector<SweepRow> sweep_workers(const std::vector<LayerSpec>& layers, const 
   const bool own_dense_fp32 = ab == nullptr || ab->allreduce_element_bytes() == 4.0;
   std::vector<SweepRow> rows;
   for (int p : workers) {
-    const SweepConfigs c =
-        sweep_configs(p, density, margin, exchange, memory_budget_bytes, max_mpi_count, two_level);
+    const SweepConfigs c = sweep_configs(p, density, margin, exchange, memory_budget_bytes,
+                                         max_mpi_count, max_group_numel, two_level);
     own.check_workers(p);
     if (!own.knows_allreduce(p)) own.allreduce_s(1, p);  // throws, naming P
     SweepRow r;

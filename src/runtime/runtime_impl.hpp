@@ -99,6 +99,8 @@ class RuntimeImpl {
     c.memory_budget_bytes = options.memory_budget_bytes;
     // The wires refuse counts past an int at set-up: never propose such a group.
     c.max_mpi_count = mpi_int_count;
+    // Nor a group past the 32-bit indices (check_sizes refuses it).
+    c.max_group_numel = ExchangeContext::Selector::max_supported_n;
     return c;
   }
   void check_plan(const Plan& plan);

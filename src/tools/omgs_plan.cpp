@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -28,7 +29,8 @@ constexpr const char* usage_text =
     "mgs|layerwise|single|threshold|optimal|mgs_mixed|dense|mixed|automatic|all]\n"
     "                 [--threshold NUMEL] [--choice-margin M] [--optimal-work N]\n"
     "                 [--sparse-exchange allgather|allreduce|automatic] [--dense-wire fp32|bf16]\n"
-    "                 [--memory-budget BYTES] [--max-mpi-count N|int] [--footprint]\n"
+    "                 [--memory-budget BYTES] [--max-mpi-count N|int]\n"
+    "                 [--max-group-numel N|u32] [--footprint]\n"
     "                 [--ranks-per-node G]\n"
     "                 [--format table|json]\n"
     "                 [--svg FILE.svg]\n"
@@ -66,6 +68,9 @@ constexpr const char* usage_text =
     "                   (docs/planner.md, \"The table of collectives\")\n"
     "  --max-mpi-count N  the largest count one MPI call may pass (int: 2147483647, what the\n"
     "                   runtime's wires allow; default: no limit)\n"
+    "  --max-group-numel N  the most elements one group may hold (u32: 4294967295, what the\n"
+    "                   runtime's 32-bit indices allow; default: no limit): no planner merges\n"
+    "                   past it where the layers allow\n"
     "  --footprint      also print the bytes per rank each group's exchange allocates and\n"
     "                   the plan's sum (with --workers-sweep: one line per P)\n"
     "  --ranks-per-node G  with --workers-sweep: nodes of G ranks (default 1: flat). The --perf\n"
@@ -97,6 +102,7 @@ struct Args {
   std::string svg;
   std::string memory_budget;
   std::string max_mpi_count;
+  std::string max_group_numel;
   std::string dense_wire = "fp32";
   std::string ranks_per_node;
   bool footprint = false;
@@ -173,6 +179,8 @@ Args parse_args(int argc, char** argv) {
       a.ranks_per_node = value();
     } else if (opt == "--max-mpi-count") {
       a.max_mpi_count = value();
+    } else if (opt == "--max-group-numel") {
+      a.max_group_numel = value();
     } else if (opt == "--footprint") {
       a.footprint = true;
     } else if (opt == "--format") {
@@ -215,7 +223,7 @@ omgs::OptimalBudget budget_of(const Args& args) {
   return budget;
 }
 
-// --memory-budget and --max-mpi-count into the config's limits (0: none).
+// --memory-budget, --max-mpi-count and --max-group-numel into the config's limits (0: none).
 void apply_limits(const Args& args, omgs::PlanConfig& config) {
   if (!args.memory_budget.empty()) {
     try {
@@ -230,6 +238,11 @@ void apply_limits(const Args& args, omgs::PlanConfig& config) {
   else if (!args.max_mpi_count.empty())
     config.max_mpi_count =
         static_cast<std::uint64_t>(parse_int(args.max_mpi_count, "--max-mpi-count"));
+  if (args.max_group_numel == "u32")
+    config.max_group_numel = std::numeric_limits<std::uint32_t>::max();
+  else if (!args.max_group_numel.empty())
+    config.max_group_numel =
+        static_cast<std::uint64_t>(parse_int(args.max_group_numel, "--max-group-numel"));
 }
 
 // --ranks-per-node G and the --perf file's intra-node link (G = 1: flat, no link read).
@@ -249,10 +262,10 @@ omgs::NodeShape node_shape_of(const Args& args, const omgs::PerfModel& model) {
 int run_sweep(const Args& args, const std::vector<omgs::LayerSpec>& layers,
               const omgs::PerfModel& model, const omgs::PlanConfig& config) {
   const omgs::NodeShape node = node_shape_of(args, model);
-  const std::vector<omgs::SweepRow> rows =
-      omgs::sweep_workers(layers, model, config.density, omgs::parse_workers_list(args.sweep),
-                          budget_of(args), config.choice_margin, config.sparse_exchange,
-                          config.memory_budget_bytes, config.max_mpi_count, node);
+  const std::vector<omgs::SweepRow> rows = omgs::sweep_workers(
+      layers, model, config.density, omgs::parse_workers_list(args.sweep), budget_of(args),
+      config.choice_margin, config.sparse_exchange, config.memory_budget_bytes,
+      config.max_mpi_count, node, config.max_group_numel);
   const std::string describe = node.ranks_per_node > 1
                                    ? omgs::NodeModel(*model.as_alpha_beta(), node).describe()
                                    : model.describe();

@@ -1,11 +1,13 @@
 // The planner never proposes a group the run cannot post (issue 48): each collective's row in
 // the planner's table says the largest MPI count its exchange passes (max_mpi_count), and the
-// runtime plans with PlanConfig::max_mpi_count = INT_MAX; each group's wire refuses at set-up
+// runtime plans with PlanConfig::max_mpi_count = INT_MAX (and max_group_numel = 2^32 - 1, its
+// 32-bit indices); each group's wire refuses at set-up
 // (Wire::check, on every rank) what it cannot post. Here the two are held equal: over a grid
 // of group sizes and P, every built-in row serves a group exactly where every wire the
 // runtime may give it accepts it; over the scale study's sweep (every bundled model on every
 // example fabric, P = 2 ... 4096, docs/scale.md), planned as the runtime plans (max_mpi_count
-// INT_MAX), every group of every plan the sweep makes is accepted by its wires' set-up. The
+// INT_MAX, max_group_numel 2^32 - 1), every group of every plan the sweep makes is within the
+// runtime's indices and accepted by its wires' set-up. The
 // wires are made by make_wire, as the engine makes them, and judged by their own check(): no
 // copy of their limits here.
 #include <mpi.h>
@@ -158,9 +160,11 @@ TEST_CASE("no plan of the scale study's sweep has a group its wires refuse, P = 
                                "infiniband_ndr400"}) {
       const omgs::AlphaBetaModel perf =
           omgs::AlphaBetaModel::load(dir + "/perf/" + fabric + ".json").with_topk(topk);
-      // As the runtime plans: every group's MPI counts within an int.
+      // As the runtime plans: every group's MPI counts within an int, its elements within
+      // 32-bit indices.
       const auto rows = omgs::sweep_workers(layers, perf, 0.001, workers, budget, 0.0,
-                                            omgs::SparseExchange::automatic, 0, INT_MAX);
+                                            omgs::SparseExchange::automatic, 0, INT_MAX, {},
+                                            omgs::TopkSelector<>::max_supported_n);
       for (const omgs::SweepRow& r : rows) {
         std::vector<std::pair<const char*, const omgs::Plan*>> plans = {
             {"mixed", &r.mixed}, {"optimal", &r.optimal}, {"mgs", &r.mgs}, {"dense", &r.dense}};
@@ -169,10 +173,12 @@ TEST_CASE("no plan of the scale study's sweep has a group its wires refuse, P = 
         for (const auto& [name, plan] : plans)
           for (const omgs::Group& g : plan->groups) {
             ++groups;
-            // Past 32-bit indices: the runtime refuses the group before any wire is made (a
-            // limit of its indices, not of MPI's counts, that the planner does not know yet).
+            // Past 32-bit indices: the runtime refuses the group before any wire is made.
             if (g.numel > omgs::TopkSelector<>::max_supported_n) {
               ++past_indices;
+              refused.push_back(std::string(model) + " on " + fabric +
+                                ", P = " + std::to_string(r.workers) + ", " + name + ": " +
+                                std::to_string(g.numel) + " elements, past 32-bit indices");
               continue;
             }
             const std::string why = refusal(g.collective, g.numel, r.workers, 0.001);
