@@ -227,11 +227,6 @@ std::vector<Group> groups_optimal_exhaustive(const std::vector<LayerSpec>& layer
   bool best_served = false;
   std::vector<detail::RowPick> picks;
   std::vector<char> cut(L, 0);
-  // Under a run's limits the seed's one fixed merge (L-1 into L-2, below) is held back too
-  // where no row could post it and each of the two alone can: the set-up would refuse it.
-  if (!rows.posts(0, layers[L - 1].numel + layers[L - 2].numel) &&
-      rows.posts(0, layers[L - 1].numel) && rows.posts(0, layers[L - 2].numel))
-    cut[L - 1] = 1;
   const std::uint64_t count = std::uint64_t{1} << (L - 1);
   for (std::uint64_t mask = 0; mask < count; ++mask) {
     for (std::size_t l = 1; l < L; ++l) cut[l] = static_cast<char>((mask >> (l - 1)) & 1u);
