@@ -13,6 +13,7 @@
 
 #include <omgs/allreduce_form.hpp>
 #include <omgs/comm.hpp>
+#include <omgs/export.hpp>
 
 namespace omgs::detail {
 
@@ -76,13 +77,23 @@ void max_over_ranks(MPI_Comm comm, std::vector<double>& values);
 /// non-positive sums give 0) and broadcast, so every rank gets bit-identical results.
 std::vector<double> mean_from_root(MPI_Comm comm, const std::vector<double>& values);
 
+/// Waits for `req` as the progress thread waits for its collectives: MPI_Test, then the
+/// back-off of the default IdleOptions between empty polls (a short spin, yields, then
+/// sleeps of IdleOptions::sleep_s while in flight). Calibration waits so, to time what the
+/// runtime pays: ranks busy-polling in MPI_Wait on shared cores stalled small collectives
+/// for whole scheduler ticks, which the runtime's polls do not (docs/model-check.md, "The
+/// latency at two hosts").
+OMGS_EXPORT void wait_as_progress_thread(MPI_Request& req);
+
 /// Collective: `repetitions` timed MPI_Iallgatherv of `bytes_per_rank` bytes from every
-/// rank, each after a barrier; returns the durations in seconds.
+/// rank, each after a barrier and waited for as the progress thread does
+/// (wait_as_progress_thread); returns the durations in seconds.
 std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions);
 
 /// Collective: `repetitions` timed allreduces (MPI_SUM) of `floats` floats in `form`, each
-/// after a barrier; returns the durations in seconds (the dense groups' collective;
-/// allreduce_form.cpp).
+/// after a barrier, a non-blocking one waited for as the progress thread does
+/// (wait_as_progress_thread); returns the durations in seconds (the dense groups'
+/// collective; allreduce_form.cpp).
 std::vector<double> time_allreduce_form(MPI_Comm comm, std::size_t floats, int repetitions,
                                         AllreduceForm form);
 
