@@ -1,9 +1,11 @@
 // The small collective steps of the runtime and the C API (see collectives.hpp).
 #include "comm/collectives.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include <omgs/detail/sparse_allreduce.hpp>
@@ -12,6 +14,8 @@
 #include "comm/arrival.hpp"
 #include "comm/backoff.hpp"
 #include "comm/clock.hpp"
+#include "comm/layout.hpp"
+#include "comm/pinning.hpp"
 
 namespace omgs::detail {
 
@@ -155,8 +159,8 @@ int ranks_on_node(MPI_Comm comm) {
   return n > 0 ? n : 1;
 }
 
-void wait_as_progress_thread(MPI_Request& req) {
-  Backoff backoff{IdleOptions{}};
+void wait_as_progress_thread(MPI_Request& req, const IdleOptions& idle) {
+  Backoff backoff(idle);
   for (int done = 0;;) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (done) return;
@@ -164,7 +168,20 @@ void wait_as_progress_thread(MPI_Request& req) {
   }
 }
 
-std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions) {
+IdleOptions progress_idle(MPI_Comm comm, int compute_threads) {
+  Pinner pinner;
+  RankLayout l;
+  l.compute_threads = std::max(1, compute_threads);
+  l.cores = pinner.process_cores();
+  if (pinner.process_unbound()) l.sharing_ranks = ranks_on_node(comm);
+  if (oversubscribed(l)) return idle_for_layout(IdleOptions{}, l);
+  IdleOptions busy;
+  busy.spin_iterations = std::numeric_limits<int>::max();
+  return busy;
+}
+
+std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions,
+                                   const IdleOptions& idle) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   const auto P = static_cast<std::size_t>(size);
@@ -178,7 +195,7 @@ std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, in
     MPI_Request req;
     MPI_Iallgatherv(sendbuf.data(), counts[0], MPI_BYTE, recvbuf.data(), counts.data(),
                     displs.data(), MPI_BYTE, comm, &req);
-    wait_as_progress_thread(req);
+    wait_as_progress_thread(req, idle);
     t.push_back(now_s() - a);
   }
   return t;
