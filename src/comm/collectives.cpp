@@ -1,16 +1,21 @@
 // The small collective steps of the runtime and the C API (see collectives.hpp).
 #include "comm/collectives.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/error.hpp>
 
 #include "comm/arrival.hpp"
+#include "comm/backoff.hpp"
 #include "comm/clock.hpp"
+#include "comm/layout.hpp"
+#include "comm/pinning.hpp"
 
 namespace omgs::detail {
 
@@ -154,7 +159,29 @@ int ranks_on_node(MPI_Comm comm) {
   return n > 0 ? n : 1;
 }
 
-std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions) {
+void wait_as_progress_thread(MPI_Request& req, const IdleOptions& idle) {
+  Backoff backoff(idle);
+  for (int done = 0;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    backoff.pause(true);
+  }
+}
+
+IdleOptions progress_idle(MPI_Comm comm, int compute_threads) {
+  Pinner pinner;
+  RankLayout l;
+  l.compute_threads = std::max(1, compute_threads);
+  l.cores = pinner.process_cores();
+  if (pinner.process_unbound()) l.sharing_ranks = ranks_on_node(comm);
+  if (oversubscribed(l)) return idle_for_layout(IdleOptions{}, l);
+  IdleOptions busy;
+  busy.spin_iterations = std::numeric_limits<int>::max();
+  return busy;
+}
+
+std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions,
+                                   const IdleOptions& idle) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   const auto P = static_cast<std::size_t>(size);
@@ -168,7 +195,7 @@ std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, in
     MPI_Request req;
     MPI_Iallgatherv(sendbuf.data(), counts[0], MPI_BYTE, recvbuf.data(), counts.data(),
                     displs.data(), MPI_BYTE, comm, &req);
-    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    wait_as_progress_thread(req, idle);
     t.push_back(now_s() - a);
   }
   return t;

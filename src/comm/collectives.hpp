@@ -13,6 +13,7 @@
 
 #include <omgs/allreduce_form.hpp>
 #include <omgs/comm.hpp>
+#include <omgs/export.hpp>
 
 namespace omgs::detail {
 
@@ -76,15 +77,34 @@ void max_over_ranks(MPI_Comm comm, std::vector<double>& values);
 /// non-positive sums give 0) and broadcast, so every rank gets bit-identical results.
 std::vector<double> mean_from_root(MPI_Comm comm, const std::vector<double>& values);
 
+/// Waits for `req` polling it with MPI_Test and `idle`'s back-off between empty polls (a
+/// spin, yields, then sleeps of IdleOptions::sleep_s while in flight), as the progress
+/// thread waits for its collectives.
+OMGS_EXPORT void wait_as_progress_thread(MPI_Request& req, const IdleOptions& idle = IdleOptions{});
+
+/// Collective: how calibration waits for the collectives it times on this rank's layout (the
+/// cores of its cpuset, shared by the ranks of its node when the launcher did not bind them
+/// apart, compute_threads each). Where the layout oversubscribes its cores, as the progress
+/// thread polls there (idle_for_layout: it sleeps at once): a rank busy-polling on a core
+/// another rank needs holds it until the scheduler's tick, which the runtime's posts do not
+/// pay (at two emulated hosts both ranks sat on one core and a 1-pair allgather took 8 ms
+/// instead of 0.3 ms: docs/model-check.md, "The latency at two hosts"). Elsewhere busy
+/// (unbounded spinning, as MPI_Wait): on cores of its own a rank's busy wait costs nobody.
+OMGS_EXPORT IdleOptions progress_idle(MPI_Comm comm, int compute_threads);
+
 /// Collective: `repetitions` timed MPI_Iallgatherv of `bytes_per_rank` bytes from every
-/// rank, each after a barrier; returns the durations in seconds.
-std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions);
+/// rank, each after a barrier and waited for as the progress thread does
+/// (wait_as_progress_thread with `idle`); returns the durations in seconds.
+std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions,
+                                   const IdleOptions& idle = IdleOptions{});
 
 /// Collective: `repetitions` timed allreduces (MPI_SUM) of `floats` floats in `form`, each
-/// after a barrier; returns the durations in seconds (the dense groups' collective;
-/// allreduce_form.cpp).
+/// after a barrier, a non-blocking one waited for as the progress thread does
+/// (wait_as_progress_thread); returns the durations in seconds (the dense groups'
+/// collective; allreduce_form.cpp).
 std::vector<double> time_allreduce_form(MPI_Comm comm, std::size_t floats, int repetitions,
-                                        AllreduceForm form);
+                                        AllreduceForm form,
+                                        const IdleOptions& idle = IdleOptions{});
 
 /// Whether a progress engine created now would run a progress thread: MPI provides
 /// MPI_THREAD_SERIALIZED or above and `force_inline` is off (local).

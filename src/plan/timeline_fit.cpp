@@ -68,16 +68,16 @@ GroupPoints group_medians(std::size_t groups, const Timeline* timelines, std::si
   return p;
 }
 
-const char* fit_line(const Group& g, int workers, double density, double pair_bytes, double& x) {
+const char* fit_line(const Group& g, int workers, double density, const LineFormat& format,
+                     double& x) {
   const CollectiveRow& row = collective_row(g.collective);
-  if (!row.sparsifies) return nullptr;  // no top-k: not of the timeline model's family
-  if (row.fit_bytes) {
-    x = row.fit_bytes(g.numel, workers, density, pair_bytes);
+  if (row.sparsifies && row.fit_bytes) {
+    x = row.fit_bytes(g.numel, workers, density, format.pair_bytes);
     return row.line.c_str();  // rows never move
   }
   const LineKind* kind = find_line_kind(row.line);
   if (kind == nullptr) return nullptr;
-  x = kind->table_bytes(g.numel, workers, density, LineFormat{4.0, pair_bytes});
+  x = kind->table_bytes(g.numel, workers, density, format);
   return row.line.c_str();
 }
 
@@ -92,9 +92,9 @@ std::size_t TimelineFit::groups(std::string_view name) const {
 }
 
 TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& points, int workers,
-                       double density, const FittedModel& prior, double pair_bytes) {
-  // Dense groups have no top-k and no sparse exchange: their points are not of this family.
-  // The sparse exchanges follow the same top-k; each has its own communication line.
+                       double density, const FittedModel& prior, const LineFormat& format) {
+  // Every group's exchange is a point of its line; only the sparse groups' are points of the
+  // top-k (a dense group has none).
   struct Points {
     std::vector<double> bytes, seconds;
     std::set<std::uint64_t> sizes;
@@ -105,15 +105,16 @@ TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& poin
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const Group& g = groups[i];
     double x = 0.0;
-    const char* name = fit_line(g, workers, density, pair_bytes, x);
+    const char* name = fit_line(g, workers, density, format, x);
     if (name == nullptr) continue;
-    n.push_back(static_cast<double>(g.numel));
-    sparsify.push_back(points.sparsify_s[i]);
-    distinct.insert(g.numel);
     Points& p = by_line[name];
     p.bytes.push_back(x);
     p.seconds.push_back(points.allgather_s[i]);
     p.sizes.insert(g.numel);
+    if (!collective_row(g.collective).sparsifies) continue;
+    n.push_back(static_cast<double>(g.numel));
+    sparsify.push_back(points.sparsify_s[i]);
+    distinct.insert(g.numel);
   }
   TimelineFit f;
   f.sizes = distinct.size();
@@ -132,8 +133,8 @@ TimelineFit fit_points(const std::vector<Group>& groups, const GroupPoints& poin
 TimelineFit fit_timelines(const std::vector<Group>& groups, const Timeline* timelines,
                           std::size_t count, int workers, double density,
                           const FittedModel& prior) {
-  return fit_points(groups, group_medians(groups.size(), timelines, count), workers, density,
-                    prior);
+  return fit_points(groups, group_medians(groups.size(), timelines, count), workers, density, prior,
+                    LineFormat{});
 }
 
 }  // namespace omgs::detail

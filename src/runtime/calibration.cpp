@@ -81,6 +81,7 @@ void RuntimeImpl::calibrate() {
   CalibrationContext context{comm, size, calibration.dense_allreduce.form, &calibration};
   context.ranks_per_node = options.ranks_per_node;
   context.density = options.density;
+  context.idle = progress_idle(comm, Kokkos::DefaultHostExecutionSpace().concurrency());
   for (const auto& [line, timing] : line_calibrations(allowed))
     fit.lines[line].fit = timing.fit(context);
   // The slowest rank sets the pace: every rank plans with the maximum, so plans agree

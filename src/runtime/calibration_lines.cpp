@@ -17,12 +17,16 @@ namespace omgs::detail {
 namespace {
 
 /// The allgather of (index, value) pairs, each size represented by its fastest repetition
-/// (fit_latency_bandwidth), on the bytes every rank receives.
+/// (fit_latency_bandwidth), on the bytes every rank receives; waited for as
+/// CalibrationContext::idle says.
 LinearFit calibrate_allgather(const CalibrationContext& c) {
   std::vector<std::vector<double>> samples;
   std::vector<double> x;
+  const CollectiveTimer timer = [idle = c.idle](MPI_Comm comm, std::size_t bytes, int reps) {
+    return time_allgather(comm, bytes, reps, idle);
+  };
   for (std::size_t k : {1, 16, 256, 2048, 8192, 32768}) {
-    std::vector<double> t = time_collective(c.comm, k * sizeof(SparsePair), 0.02, time_allgather);
+    std::vector<double> t = time_collective(c.comm, k * sizeof(SparsePair), 0.02, timer);
     c.report->allgather_pairs.push_back(k);
     c.report->allgather_s.push_back(minimum(t));
     samples.push_back(std::move(t));
@@ -35,8 +39,8 @@ LinearFit calibrate_allgather(const CalibrationContext& c) {
 /// fitted on the 4n bytes (the model's allreduce table), sizes up to 4 MiB.
 LinearFit calibrate_allreduce(const CalibrationContext& c) {
   const AllreduceForm form = c.dense_form;
-  const CollectiveTimer timer = [form](MPI_Comm comm, std::size_t n, int reps) {
-    return time_allreduce_form(comm, n, reps, form);
+  const CollectiveTimer timer = [form, idle = c.idle](MPI_Comm comm, std::size_t n, int reps) {
+    return time_allreduce_form(comm, n, reps, form, idle);
   };
   std::vector<std::vector<double>> samples;
   std::vector<double> x;

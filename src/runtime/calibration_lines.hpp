@@ -30,6 +30,8 @@ struct CalibrationContext {
   CalibrationReport* report = nullptr;
   int ranks_per_node = 0;  ///< the run's node shape (RuntimeOptions::ranks_per_node)
   double density = 0.01;   ///< the run's density
+  /// How a timed collective is waited for (progress_idle, comm/collectives.hpp).
+  IdleOptions idle{};
 };
 
 /// One line's calibration. `fit` is collective over the context's communicator and must give

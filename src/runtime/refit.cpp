@@ -23,11 +23,10 @@ namespace omgs::detail {
 namespace {
 
 /// What the refit takes from the model in force: the prior of its fit (the top-k, where the
-/// model's is linear, and the line of every collective with a top-k as the model predicts it
-/// at P, for a fit that cannot separate intercepts; zeros where the model has no alpha-beta
-/// terms, e.g. the reference model), and the model's lines as given, kept where the plan has
-/// no group to fit them (the closed loop refits the sparse exchanges only: dense groups keep
-/// their calibrated cost).
+/// model's is linear, and the line of every collective as the model predicts it at P, for a
+/// fit that cannot separate intercepts; zeros where the model has no alpha-beta terms, e.g.
+/// the reference model), and the model's lines as given, kept where the plan has no group
+/// to fit them (a collective the plan does not use keeps its calibrated cost).
 struct ModelPrior {
   FittedModel fit;
   std::map<std::string, CollectiveCosts, std::less<>> kept;
@@ -44,7 +43,7 @@ ModelPrior prior_of(const PerfModel& model, int workers) {
   ModelPrior p;
   FittedModel& f = p.fit;
   for (const CollectiveRow& row : collective_rows())
-    if (row.sparsifies) f.lines[row.line] = {};
+    if (!row.line.empty()) f.lines[row.line] = {};
   const AlphaBetaModel* ab = model.as_alpha_beta();
   if (ab == nullptr) return p;
   p.kept.insert(ab->lines().begin(), ab->lines().end());
@@ -100,7 +99,7 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
     // have and the model in force has not, e.g. the reference model's: the prior's at P).
     const double pb = host_.wire_pair_bytes();
     // The dense groups' bytes per element stay those of the form in force (their line is
-    // kept, per byte: RuntimeOptions::dense_wire's 2 bytes for a 16-bit form).
+    // fitted per byte of it: RuntimeOptions::dense_wire's 2 bytes for a 16-bit form).
     const AlphaBetaModel* in_force = host_.model().as_alpha_beta();
     std::map<std::string, CollectiveCosts, std::less<>> lines = std::move(prior.kept);
     for (const auto& [name, line] : f.lines) {
@@ -127,16 +126,16 @@ void ClosedLoop::refit(std::uint64_t iteration) noexcept {
   Kokkos::Profiling::popRegion();
 }
 
-/// The fitted lines (top-k and one per collective of the plan's sparse groups, the prior's
-/// others; plan/timeline_fit.hpp) and the layers' backward times (into next_layers),
-/// identical on every rank. The points are agreed first, in one
-/// allreduce of medians over the window: per layer the slowest rank's backward up to the
-/// end of that layer (cumulative: the layers' times are the differences, so that the pass
-/// takes as long as the slowest rank's; the slowest rank per layer, summed, would add up
-/// stalls that hit different ranks at different layers), per group the slowest rank's
-/// sparsify (the slowest rank sets the pace: a group's allgather starts when the last rank
-/// posts it), and per group the fastest rank's allgather (the others' include waiting for
-/// the last rank to post, a skew of compute, not a cost of the network). Collective.
+/// The fitted lines (top-k and one per collective of the plan's groups, dense ones
+/// included, the prior's others; plan/timeline_fit.hpp) and the layers' backward times (into
+/// next_layers), identical on every rank. The points are agreed first, in one allreduce of medians
+/// over the window: per layer the slowest rank's backward up to the end of that layer (cumulative:
+/// the layers' times are the differences, so that the pass takes as long as the slowest rank's; the
+/// slowest rank per layer, summed, would add up stalls that hit different ranks at different
+/// layers), per group the slowest rank's sparsify (the slowest rank sets the pace: a group's
+/// allgather starts when the last rank posts it), and per group the fastest rank's exchange
+/// (allgather, sparse or dense allreduce: the others' include waiting for the last rank to post, a
+/// skew of compute, not a cost of the network). Collective.
 FittedModel ClosedLoop::agreed_fit(const FittedModel& prior, std::vector<LayerSpec>& next_layers,
                                    RefitReport& rep) {
   const Plan& plan = host_.plan();
@@ -167,9 +166,12 @@ FittedModel ClosedLoop::agreed_fit(const FittedModel& prior, std::vector<LayerSp
   for (const Group& g : plan.groups) rep.group_numel.push_back(g.numel);
   rep.group_sparsify_s = p.sparsify_s;
   rep.group_allgather_s = p.allgather_s;
-  // The sparse allreduce's line per byte of the pair wire in force (its model counts them).
-  const TimelineFit f =
-      fit_points(plan.groups, p, config.workers, config.density, prior, host_.wire_pair_bytes());
+  // The sparse allreduce's line per byte of the pair wire in force (its model counts them),
+  // the dense allreduce's per byte of the dense form in force (the model's element bytes).
+  const AlphaBetaModel* in_force = host_.model().as_alpha_beta();
+  const LineFormat format{in_force ? in_force->allreduce_element_bytes() : 4.0,
+                          host_.wire_pair_bytes()};
+  const TimelineFit f = fit_points(plan.groups, p, config.workers, config.density, prior, format);
   FittedModel fitted{f.topk, f.lines};
   std::vector<double> c = fitted.pack();
   max_over_ranks(comm, c);  // identical already (same points, same code): made certain

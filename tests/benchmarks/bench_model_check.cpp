@@ -10,7 +10,8 @@
 // the progress thread's scheduling adds where ranks outnumber cores.
 // Prints a row per (collective, wire, elements): predicted, measured min / median / max, the
 // median's error against the prediction, and (8-byte pairs and fp32) the bare MPI operation's
-// median timed the way calibration times it (barrier, call, wait: no progress thread), which
+// median timed the way calibration times it (barrier, call, wait as progress_idle says,
+// comm/collectives.hpp: no progress thread), which
 // splits the error into the fit's (predicted vs bare) and the runtime path's (bare vs measured).
 #include <mpi.h>
 
@@ -26,6 +27,8 @@
 
 #include <omgs/detail/sparse_allreduce.hpp>
 #include <omgs/runtime.hpp>
+
+#include "comm/collectives.hpp"
 
 namespace {
 
@@ -177,6 +180,8 @@ double bare_s(const Case& c, std::uint64_t n, std::uint64_t k, int reps, int ran
   std::unique_ptr<omgs::detail::SparseAllreduce> sar;
   if (c.collective == omgs::Collective::sparse_allreduce)
     sar = std::make_unique<omgs::detail::SparseAllreduce>(MPI_COMM_WORLD, n, k);
+  const omgs::IdleOptions idle = omgs::detail::progress_idle(
+      MPI_COMM_WORLD, Kokkos::DefaultHostExecutionSpace().concurrency());
   std::vector<double> t;
   for (int it = 0; it <= reps; ++it) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -191,7 +196,7 @@ double bare_s(const Case& c, std::uint64_t n, std::uint64_t k, int reps, int ran
       MPI_Iallgather(pairs.data(), static_cast<int>(8 * k), MPI_BYTE, all.data(),
                      static_cast<int>(8 * k), MPI_BYTE, MPI_COMM_WORLD, &req);
     if (sar && !sar->wait(600.0)) MPI_Abort(MPI_COMM_WORLD, 1);
-    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (req != MPI_REQUEST_NULL) omgs::detail::wait_as_progress_thread(req, idle);
     if (it > 0) t.push_back(slowest(MPI_Wtime() - t0));
   }
   return median(t);

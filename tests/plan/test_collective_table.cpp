@@ -415,7 +415,7 @@ TEST_CASE("collective table: a row with a line is timed by the model's line of t
   CHECK_FALSE(sparse_only.knows_collective("allreduce", 4));
   // The refit fits its groups on its own line, x its line's bytes.
   double x = 0.0;
-  const char* line = omgs::detail::fit_line({0, 1, 1000, p2p}, 4, 0.01, 8.0, x);
+  const char* line = omgs::detail::fit_line({0, 1, 1000, p2p}, 4, 0.01, {}, x);
   REQUIRE(line != nullptr);
   CHECK(std::string(line) == "p2p_pairs");
   CHECK(x == 3.0 * 10.0 * 8.0);

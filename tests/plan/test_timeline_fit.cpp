@@ -209,7 +209,7 @@ TEST_CASE("the fit keeps the sparse allreduce's groups on their own line",
   // same line comes back.
   const omgs::Timeline tc = omgs::predict(layers, groups, model.with_pair_bytes(3.9), config);
   const TimelineFit c = omgs::detail::fit_points(
-      groups, omgs::detail::group_medians(groups.size(), &tc, 1), 4, 0.01, {}, 3.9);
+      groups, omgs::detail::group_medians(groups.size(), &tc, 1), 4, 0.01, {}, {4.0, 3.9});
   CHECK(c.line("sparse_allreduce").c0 == Approx(500e-6).epsilon(1e-6));
   CHECK(c.line("sparse_allreduce").c1 == Approx(3e-9).epsilon(1e-6));
 }
@@ -229,12 +229,15 @@ TEST_CASE("fitted lines by name: one per collective of the plan, packed in a fix
   CHECK(f.groups("sparse_allreduce") == 0);
   CHECK(f.line("sparse_allreduce").c1 == 8e-9);
   CHECK(f.line("no_such_line").c0 == 0.0);
-  // A dense group has no line of the timeline fit.
+  // A dense group is a point of the dense allreduce's line, on its gradient bytes in the
+  // form in force (2 bytes per element in a 16-bit one).
   double x = -1.0;
   omgs::Group dense = groups[0];
   dense.collective = omgs::Collective::dense;
-  CHECK(omgs::detail::fit_line(dense, 4, 0.01, 8.0, x) == nullptr);
-  CHECK(std::string(omgs::detail::fit_line(groups[0], 4, 0.01, 8.0, x)) == "allgather");
+  REQUIRE(omgs::detail::fit_line(dense, 4, 0.01, {2.0, 8.0}, x) != nullptr);
+  CHECK(std::string(omgs::detail::fit_line(dense, 4, 0.01, {2.0, 8.0}, x)) == "allreduce");
+  CHECK(x == 2.0 * static_cast<double>(dense.numel));
+  CHECK(std::string(omgs::detail::fit_line(groups[0], 4, 0.01, {}, x)) == "allgather");
   CHECK(x == omgs::AlphaBetaModel::bytes_received(groups[0].numel, 4, 0.01));
 
   // pack(): the top-k, then c0, c1 and groups of each line in name order; unpack() back.
@@ -252,4 +255,50 @@ TEST_CASE("fitted lines by name: one per collective of the plan, packed in a fix
   CHECK(m.find("allreduce") == nullptr);
   v.pop_back();
   CHECK_THROWS_AS(m.unpack(v), omgs::Error);
+}
+
+TEST_CASE("the fit corrects the dense allreduce's line from the plan's dense groups",
+          "[plan][fit][closed-loop]") {
+  // The run's dense allreduce costs 200 us + 2 ns per byte; the prior (a calibration
+  // extrapolated past its sizes, or the 2-host latency artifact) has it 5x and 40x off.
+  // Every other group dense: fitted on their own bytes, the true line comes back, and the
+  // top-k is fitted on the sparse groups only.
+  omgs::CollectiveCosts dense_truth;
+  dense_truth.table[4] = {200e-6, 2e-9};
+  const omgs::AlphaBetaModel model = truth.with_line("allreduce", dense_truth);
+  const auto layers = layers_of(40);
+  std::vector<omgs::Group> groups =
+      omgs::make_plan(omgs::Planner::layerwise, layers, truth, config).groups;
+  for (std::size_t g = 0; g < groups.size(); g += 2) groups[g].collective = omgs::Collective::dense;
+  const omgs::Timeline t = omgs::predict(layers, groups, model, config);
+  const auto points = omgs::detail::group_medians(groups.size(), &t, 1);
+  const TimelineFit f =
+      omgs::detail::fit_points(groups, points, 4, 0.01, prior({}, {{"allreduce", {8e-3, 1e-8}}}));
+  CHECK(f.groups("allreduce") == 20);
+  CHECK(f.groups("allgather") == 20);
+  CHECK(f.line("allreduce").c0 == Approx(200e-6).epsilon(1e-6));
+  CHECK(f.line("allreduce").c1 == Approx(2e-9).epsilon(1e-6));
+  CHECK(f.topk.c0 == Approx(80e-6).epsilon(1e-6));
+  CHECK(f.topk.c1 == Approx(2e-9).epsilon(1e-6));
+  // One dense size only: the slope through the prior's intercept, capped at the measured
+  // time (the 8 ms latency of the prior cannot stay above what the group took).
+  std::vector<omgs::Group> one =
+      omgs::make_plan(omgs::Planner::single, layers, truth, config).groups;
+  REQUIRE(one.size() == 1);
+  one[0].collective = omgs::Collective::dense;
+  const omgs::Timeline t1 = omgs::predict(layers, one, model, config);
+  const TimelineFit g = omgs::detail::fit_points(one, omgs::detail::group_medians(1, &t1, 1), 4,
+                                                 0.01, prior({}, {{"allreduce", {8e-3, 1e-8}}}));
+  const double bytes = 4.0 * static_cast<double>(one[0].numel);
+  const double measured = model.allreduce_s(one[0].numel, 4);
+  CHECK(g.line("allreduce").c0 <= measured);
+  CHECK(g.line("allreduce").c0 + g.line("allreduce").c1 * bytes == Approx(measured).epsilon(1e-9));
+  // In a 16-bit form the points are fitted on 2 bytes per element: the per-byte line of
+  // that form comes back.
+  const omgs::Timeline th =
+      omgs::predict(layers, groups, model.with_allreduce_element_bytes(2.0), config);
+  const TimelineFit h = omgs::detail::fit_points(
+      groups, omgs::detail::group_medians(groups.size(), &th, 1), 4, 0.01, {}, {2.0, 8.0});
+  CHECK(h.line("allreduce").c0 == Approx(200e-6).epsilon(1e-6));
+  CHECK(h.line("allreduce").c1 == Approx(2e-9).epsilon(1e-6));
 }
