@@ -15,9 +15,10 @@ struct Result {
   std::string planner;   ///< omgs rows: the planner; empty for the dense rows
   std::string exchange;  ///< omgs rows: --sparse-exchange's exchange, empty for the runtime's own
   std::string wire;      ///< omgs rows: --pair-wire's wire, empty for the runtime's own
-  std::string collectives;  ///< omgs rows: --collectives' item, empty for the runtime's own
-  std::string config;       ///< omgs rows: the label without the round (rows compared by it)
-  int round = 0;            ///< omgs rows: which of --rounds (0-based)
+  std::string collectives;        ///< omgs rows: --collectives' item, empty for the runtime's own
+  std::vector<std::string> used;  ///< omgs rows: the collectives its plan gives a group
+  std::string config;             ///< omgs rows: the label without the round (rows compared by it)
+  int round = 0;                  ///< omgs rows: which of --rounds (0-based)
   std::size_t groups = 0;
   double iteration_s = 0;     ///< median over timed iterations of the slowest rank's time
   double not_hidden_s = 0;    ///< median of the slowest rank's wait for communication
@@ -65,8 +66,10 @@ void print_wire_comparison(const std::vector<std::string>& wires, int rounds,
 
 /// With several --collectives items (`sets`): per set, its best configuration (least median
 /// iteration time over the rounds: min / median / max) and its fabric bytes per rank per
-/// iteration (median over the rounds), each against the first set's best. Prints nothing
-/// for one set.
+/// iteration (median over the rounds), each against the first set's best. For the later
+/// sets only configurations whose plan uses a collective that no plan of the first set uses
+/// (a two-level row, say) count: a set's best row that planned as the first set's would
+/// compare the same plans. Prints nothing for one set.
 void print_collectives_comparison(const std::vector<std::string>& sets, int rounds,
                                   const std::vector<Result>& results);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <map>
 
 namespace omgs_synthetic {
@@ -93,6 +94,27 @@ std::string groups_by_collective(const omgs::Plan& plan) {
     s += (s.empty() ? "" : ", ") + std::to_string(n) + " " +
          std::string(omgs::to_string(static_cast<omgs::Collective>(id)));
   return s;
+}
+
+void print_collectives(const Args& args, const omgs::PerfModel& model,
+                       const omgs_examples::FabricCounter& fabric, int size, int rank) {
+  if (rank != 0) return;
+  for (const std::string& c : args.collectives) {
+    const std::string exchange = args.sparse_exchanges.empty() ? "" : args.sparse_exchanges[0];
+    const omgs::CollectiveSet set = omgs_synthetic::row_collectives(c, exchange, size, model);
+    std::printf("collectives %s: %s\n", c.c_str(),
+                set.empty() ? "the runtime's own" : omgs::to_string(set).c_str());
+  }
+  if (!args.collectives.empty() || args.ranks_per_node > 0)
+    std::printf("ranks per node of the two-level rows: %s\n",
+                args.ranks_per_node > 0 ? std::to_string(args.ranks_per_node).c_str()
+                                        : "by shared memory (or OMGS_RANKS_PER_NODE)");
+  std::printf("fabric bytes: %s\n\n",
+              fabric.measurable()
+                  ? ("the interface counters of the job's " + std::to_string(fabric.hosts()) +
+                     " hosts over the timed iterations, per rank")
+                        .c_str()
+                  : "not measured (the job runs in one network namespace)");
 }
 
 }  // namespace omgs_synthetic

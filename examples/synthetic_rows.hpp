@@ -7,6 +7,7 @@
 
 #include <omgs/omgs.hpp>
 
+#include "fabric_bytes.hpp"
 #include "synthetic_args.hpp"
 
 namespace omgs_synthetic {
@@ -50,5 +51,10 @@ std::string exchanges_text(const Args& args);
 
 /// The plan's groups per collective, "12 sparse, 3 sparse_node" (in id order).
 std::string groups_by_collective(const omgs::Plan& plan);
+
+/// What each --collectives item allows, the node shape and where the fabric's bytes come
+/// from (rank 0 prints; the others return).
+void print_collectives(const Args& args, const omgs::PerfModel& model,
+                       const omgs_examples::FabricCounter& fabric, int size, int rank);
 
 }  // namespace omgs_synthetic

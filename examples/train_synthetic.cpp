@@ -153,6 +153,10 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                   [](const omgs::Group& g) { return g.collective == omgs::Collective::dense; }))
     r.note += std::string(r.note.empty() ? "" : "; ") +
               "dense groups: " + rt.calibration().dense_allreduce.name();
+  for (const omgs::Group& g : groups) {
+    const std::string c(omgs::to_string(g.collective));
+    if (std::find(r.used.begin(), r.used.end(), c) == r.used.end()) r.used.push_back(c);
+  }
   if (!m.collectives.empty())
     r.note += std::string(r.note.empty() ? "" : "; ") +
               "groups: " + omgs_synthetic::groups_by_collective(rt.plan());
@@ -310,28 +314,6 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
   return omgs_examples::write_job_model(MPI_COMM_WORLD, m.model);
 }
 
-/// What each --collectives item allows, and where the fabric's bytes come from (rank 0).
-void print_collectives(const Args& args, const omgs::PerfModel& model,
-                       const omgs_examples::FabricCounter& fabric, int size, int rank) {
-  if (rank != 0) return;
-  for (const std::string& c : args.collectives) {
-    const std::string exchange = args.sparse_exchanges.empty() ? "" : args.sparse_exchanges[0];
-    const omgs::CollectiveSet set = omgs_synthetic::row_collectives(c, exchange, size, model);
-    std::printf("collectives %s: %s\n", c.c_str(),
-                set.empty() ? "the runtime's own" : omgs::to_string(set).c_str());
-  }
-  if (!args.collectives.empty() || args.ranks_per_node > 0)
-    std::printf("ranks per node of the two-level rows: %s\n",
-                args.ranks_per_node > 0 ? std::to_string(args.ranks_per_node).c_str()
-                                        : "by shared memory (or OMGS_RANKS_PER_NODE)");
-  std::printf("fabric bytes: %s\n\n",
-              fabric.measurable()
-                  ? ("the interface counters of the job's " + std::to_string(fabric.hosts()) +
-                     " hosts over the timed iterations, per rank")
-                        .c_str()
-                  : "not measured (the job runs in one network namespace)");
-}
-
 /// The dense rows must average to the same gradient: bucketing changes the calls, not the sum.
 bool dense_results_agree(const std::vector<float>& bucketed, const std::vector<float>& per_layer,
                          int rank) {
@@ -389,7 +371,7 @@ int main(int argc, char** argv) {
             omgs_examples::FabricCounter(MPI_COMM_WORLD)};
     job.perf = job_perf_model(args, layers, rank, temp, job.dense_form, dense_setting);
     job.model = omgs::make_perf_model(job.perf);
-    print_collectives(args, *job.model, job.fabric, size, rank);
+    omgs_synthetic::print_collectives(args, *job.model, job.fabric, size, rank);
     std::vector<Result> results;
     bool dense_ok = true;
     if (args.dense) {
