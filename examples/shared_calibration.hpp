@@ -23,6 +23,7 @@ struct Coefficients {
   double ar_alpha = 0, ar_beta = 0;      ///< the dense allreduce (per 4n bytes)
   double sar_alpha = 0, sar_beta = 0;    ///< the sparse allreduce (per wire byte), when timed
   double node_alpha = 0, node_beta = 0;  ///< the sparse node-summed exchange (per 4n), when timed
+  double arn_alpha = 0, arn_beta = 0;    ///< the two-level dense allreduce (per 4n), when timed
 };
 
 struct Spread {
@@ -35,8 +36,9 @@ struct SharedModel {
   Spread c0, c1, alpha, beta;
   Spread ar_alpha, ar_beta;
   Spread sar_alpha, sar_beta;    ///< zeros unless the sparse allreduce was timed
-  Spread node_alpha, node_beta;  ///< zeros unless the sparse node-summed exchange was timed
-  double seconds = 0;            ///< all calibrations together
+  Spread node_alpha, node_beta;  ///< zeros unless the two-level exchanges were timed
+  Spread arn_alpha, arn_beta;
+  double seconds = 0;  ///< all calibrations together
   /// The dense allreduce's form the first calibration chose (the later ones time the same),
   /// which the job's runtimes must use for the model's allreduce cost to hold.
   omgs::AllreduceFormChoice dense_allreduce;
@@ -52,12 +54,12 @@ Spread spread_of(std::vector<double> v);
 /// perf_model "calibrate"; the first chooses the dense allreduce's form, the others use it)
 /// and forms the model from the rounded medians. With a sparse exchange other than allgather
 /// the runtime's calibration times the sparse allreduce too, and the model carries its cost;
-/// with `node_line`, the sparse node-summed exchange's line ("sparse_node") on nodes of
-/// `ranks_per_node` ranks (RuntimeOptions::ranks_per_node: 0 by shared memory) too.
+/// with `node_lines`, the two-level exchanges' lines ("sparse_node", "allreduce_node") on
+/// nodes of `ranks_per_node` ranks (RuntimeOptions::ranks_per_node: 0 by shared memory) too.
 SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& layers,
                              double density, int repeats, int digits = 2,
                              omgs::SparseExchange exchange = omgs::SparseExchange::allgather,
-                             bool node_line = false, int ranks_per_node = 0);
+                             bool node_lines = false, int ranks_per_node = 0);
 
 /// Writes the model to one temporary file (TMPDIR or /tmp) named by rank 0, under the same
 /// path on every rank (the runtime checks that ranks agree on perf_model); a rank that does

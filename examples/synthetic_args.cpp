@@ -43,7 +43,7 @@ constexpr const char* usage_text =
     "                      flat (the runtime's own: the exchange's and dense), node (flat\n"
     "                      and the two-level rows, sparse_node and allreduce_node, where\n"
     "                      the job's model has their lines; the calibration times\n"
-    "                      sparse_node's) or rows joined by '+' (sparse_node+dense): each\n"
+    "                      them) or rows joined by '+' (sparse_node+dense): each\n"
     "                      planner runs once per set, and the table is followed by the\n"
     "                      best row of each set against the first set's, with the bytes\n"
     "                      each rank sends across the fabric (default: the runtime's)\n"
@@ -217,9 +217,13 @@ std::string calibration_exchange(const Args& args) {
   return sar ? "automatic" : "allgather";
 }
 
-bool needs_node_line(const Args& args) {
-  for (const std::string& c : args.collectives)
-    if (c == "node" || ("+" + c + "+").find("+sparse_node+") != std::string::npos) return true;
+bool needs_node_lines(const Args& args) {
+  for (const std::string& c : args.collectives) {
+    const std::string items = "+" + c + "+";
+    if (c == "node" || items.find("+sparse_node+") != std::string::npos ||
+        items.find("+allreduce_node+") != std::string::npos)
+      return true;
+  }
   return false;
 }
 

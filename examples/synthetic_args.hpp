@@ -53,9 +53,9 @@ inline constexpr const char* default_method = "default";
 /// the sparse allreduce, else allgather.
 std::string calibration_exchange(const Args& args);
 
-/// Whether a row may use the sparse node-summed exchange (a --collectives item "node" or
-/// naming sparse_node): the shared calibration must then time its line.
-bool needs_node_line(const Args& args);
+/// Whether a row may use a two-level exchange (a --collectives item "node" or naming
+/// sparse_node or allreduce_node): the shared calibration must then time their lines.
+bool needs_node_lines(const Args& args);
 
 /// NAME -> a CSV: the path itself, $OMGS_MODELS_DIR/NAME.csv, <bin>/../share/omgs/models,
 /// then the source tree's examples/models.

@@ -279,7 +279,7 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
   const omgs_examples::SharedModel m = omgs_examples::calibrate_shared(
       MPI_COMM_WORLD, layers, args.density, args.calibrations, 2,
       omgs::parse_sparse_exchange(omgs_synthetic::calibration_exchange(args)),
-      omgs_synthetic::needs_node_line(args), args.ranks_per_node);
+      omgs_synthetic::needs_node_lines(args), args.ranks_per_node);
   if (rank == 0) {
     std::printf(
         "calibration x%d (%.2f s), min / median / max over runs; the plans use the\n"
@@ -300,6 +300,8 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
     if (m.model.line("sparse_node") != nullptr) {  // timed: a row may use it
       rows.push_back({"sparse_node alpha_s", m.node_alpha});
       rows.push_back({"sparse_node beta_s_per_4n", m.node_beta});
+      rows.push_back({"allreduce_node alpha_s", m.arn_alpha});
+      rows.push_back({"allreduce_node beta_s/4n", m.arn_beta});
     }
     for (const auto& [name, sp] : rows)
       std::printf("  %-26s %10.3e %10.3e %10.3e\n", name, sp.min, sp.median, sp.max);
