@@ -81,8 +81,8 @@ namespace {
 const Result* find(const std::vector<Result>& results, const Result& like, const std::string& wire,
                    int round) {
   for (const Result& r : results)
-    if (r.planner == like.planner && r.exchange == like.exchange && r.wire == wire &&
-        r.round == round)
+    if (r.planner == like.planner && r.exchange == like.exchange &&
+        r.collectives == like.collectives && r.wire == wire && r.round == round)
       return &r;
   return nullptr;
 }
@@ -112,7 +112,8 @@ void print_pair(const std::vector<Result>& results, const Result& like, const st
   }
   if (bytes.empty()) return;
   const Spread sb = spread_of(bytes), si = spread_of(iters);
-  const std::string who = like.exchange.empty() ? like.planner : like.planner + "/" + like.exchange;
+  std::string who = like.exchange.empty() ? like.planner : like.planner + "/" + like.exchange;
+  if (!like.collectives.empty()) who += "/" + like.collectives;
   std::printf("  %-12s %-7s bytes/iter x %.3f %.3f %.3f  iteration_s x %.3f %.3f %.3f  groups %s\n",
               who.c_str(), wire.c_str(), sb.min, sb.median, sb.max, si.min, si.median, si.max,
               groups.c_str());
@@ -153,7 +154,7 @@ void print_wire_comparison(const std::vector<std::string>& wires, int rounds,
       "\npair wires against %s, same planner, alternated in this run: ratios min / median / "
       "max over %d round(s); groups %s/wire per round\n",
       wires[0].c_str(), rounds, wires[0].c_str());
-  std::vector<const Result*> seen;  // one per planner and exchange
+  std::vector<const Result*> seen;  // one per planner, exchange and set of collectives
   for (const Result& r : results) {
     if (r.planner.empty() || r.wire != wires[0] || r.round != 0) continue;
     seen.push_back(&r);
