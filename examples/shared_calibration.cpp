@@ -29,8 +29,8 @@ Spread spread_of(std::vector<double> v) {
 }
 
 SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& layers,
-                             double density, int repeats, int digits,
-                             omgs::SparseExchange exchange) {
+                             double density, int repeats, int digits, omgs::SparseExchange exchange,
+                             bool node_lines, int ranks_per_node) {
   if (repeats < 1) throw omgs::Error("calibrate_shared: repeats must be at least 1");
   const auto t0 = std::chrono::steady_clock::now();
   int size = 1;
@@ -48,6 +48,12 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
                        omgs::Collective::dense};
   else
     opt.sparse_exchange = omgs::SparseExchange::allgather;
+  if (node_lines) {  // allowed, so timed (calibration_lines.cpp); on the rows' node shape
+    if (!sar) opt.collectives = {omgs::Collective::sparse, omgs::Collective::dense};
+    opt.collectives.insert(omgs::Collective::sparse_node);
+    opt.collectives.insert(omgs::Collective::allreduce_node);
+  }
+  opt.ranks_per_node = ranks_per_node;
   std::vector<Coefficients> runs;
   omgs::AllreduceFormChoice form;
   for (int r = 0; r < repeats; ++r) {
@@ -69,8 +75,18 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
     const omgs::AlphaBeta sa = st.count(size) != 0 ? st.at(size) : omgs::AlphaBeta{};
     if (sar && st.count(size) == 0)
       throw omgs::Error("calibrate_shared: the runtime's calibration has no sparse allreduce cost");
+    auto node_line = [&](const char* name) {
+      const omgs::CollectiveCosts* l = ab->line(name);
+      if (!node_lines) return omgs::AlphaBeta{};
+      if (l == nullptr || l->table.count(size) == 0)
+        throw omgs::Error(std::string("calibrate_shared: the runtime's calibration has no ") +
+                          name + " cost");
+      return l->table.at(size);
+    };
+    const omgs::AlphaBeta no = node_line("sparse_node"), an = node_line("allreduce_node");
     runs.push_back({ab->topk_c0_s(), ab->topk_c1_s(), g.alpha_s, g.beta_s_per_byte, ar.alpha_s,
-                    ar.beta_s_per_byte, sa.alpha_s, sa.beta_s_per_byte});
+                    ar.beta_s_per_byte, sa.alpha_s, sa.beta_s_per_byte, no.alpha_s,
+                    no.beta_s_per_byte, an.alpha_s, an.beta_s_per_byte});
   }
   auto field = [&](double Coefficients::*f) {
     std::vector<double> v;
@@ -84,12 +100,18 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
   const Spread ar_alpha = field(&Coefficients::ar_alpha), ar_beta = field(&Coefficients::ar_beta);
   const Spread sar_alpha = field(&Coefficients::sar_alpha),
                sar_beta = field(&Coefficients::sar_beta);
-  double m[8] = {
-      round_significant(c0.median, digits),        round_significant(c1.median, digits),
-      round_significant(alpha.median, digits),     round_significant(beta.median, digits),
-      round_significant(ar_alpha.median, digits),  round_significant(ar_beta.median, digits),
-      round_significant(sar_alpha.median, digits), round_significant(sar_beta.median, digits)};
-  bcast_or_abort(m, 8, MPI_DOUBLE, 0, comm, "the calibrated model's broadcast");
+  const Spread node_alpha = field(&Coefficients::node_alpha),
+               node_beta = field(&Coefficients::node_beta);
+  const Spread arn_alpha = field(&Coefficients::arn_alpha),
+               arn_beta = field(&Coefficients::arn_beta);
+  double m[12] = {
+      round_significant(c0.median, digits),         round_significant(c1.median, digits),
+      round_significant(alpha.median, digits),      round_significant(beta.median, digits),
+      round_significant(ar_alpha.median, digits),   round_significant(ar_beta.median, digits),
+      round_significant(sar_alpha.median, digits),  round_significant(sar_beta.median, digits),
+      round_significant(node_alpha.median, digits), round_significant(node_beta.median, digits),
+      round_significant(arn_alpha.median, digits),  round_significant(arn_beta.median, digits)};
+  bcast_or_abort(m, 12, MPI_DOUBLE, 0, comm, "the calibrated model's broadcast");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   omgs::AlphaBetaModel model(omgs::TopkForm::linear, m[0], m[1],
@@ -97,8 +119,14 @@ SharedModel calibrate_shared(MPI_Comm comm, const std::vector<omgs::LayerSpec>& 
                              omgs::CollectiveCosts{{{size, {m[4], m[5]}}}, false, {}});
   if (sar)
     model = model.with_sparse_allreduce(omgs::CollectiveCosts{{{size, {m[6], m[7]}}}, false, {}});
-  return {std::move(model), runs,    c0,        c1,       alpha,   beta,
-          ar_alpha,         ar_beta, sar_alpha, sar_beta, seconds, form};
+  if (node_lines) {
+    model =
+        model.with_line("sparse_node", omgs::CollectiveCosts{{{size, {m[8], m[9]}}}, false, {}});
+    model = model.with_line("allreduce_node",
+                            omgs::CollectiveCosts{{{size, {m[10], m[11]}}}, false, {}});
+  }
+  return {std::move(model), runs,     c0,         c1,        alpha,     beta,     ar_alpha, ar_beta,
+          sar_alpha,        sar_beta, node_alpha, node_beta, arn_alpha, arn_beta, seconds,  form};
 }
 
 std::string write_job_model(MPI_Comm comm, const omgs::AlphaBetaModel& model) {

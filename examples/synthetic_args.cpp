@@ -39,6 +39,16 @@ constexpr const char* usage_text =
     "                      fp32, bf16, fp16): each planner runs once per wire, and the\n"
     "                      table is followed by each wire's bytes and time against the\n"
     "                      first's (default: the runtime's, OMGS_PAIR_WIRE or pairs8)\n"
+    "  --collectives LIST  comma-separated sets of the planner's table of collectives:\n"
+    "                      flat (the runtime's own: the exchange's and dense), node (flat\n"
+    "                      and the two-level rows, sparse_node and allreduce_node, where\n"
+    "                      the job's model has their lines; the calibration times\n"
+    "                      them) or rows joined by '+' (sparse_node+dense): each\n"
+    "                      planner runs once per set, and the table is followed by the\n"
+    "                      best row of each set against the first set's, with the bytes\n"
+    "                      each rank sends across the fabric (default: the runtime's)\n"
+    "  --ranks-per-node G  ranks per node of the two-level rows (default 0: the ranks that\n"
+    "                      share memory; OMGS_RANKS_PER_NODE wins); G must divide the ranks\n"
     "  --rounds N          run every row N times, a round after another (default 1):\n"
     "                      the comparisons give min / median / max over the rounds;\n"
     "                      with several rows, each against the best row's median\n"
@@ -143,6 +153,16 @@ Args parse_args(int argc, char** argv, int rank) {
     } else if (opt == "--pair-wire") {
       a.pair_wires = checked_list(rank, opt, value(),
                                   [](const std::string& w) { (void)omgs::parse_pair_wire(w); });
+    } else if (opt == "--collectives") {
+      a.collectives = checked_list(rank, opt, value(), [](const std::string& c) {
+        if (c == "flat" || c == "node") return;
+        std::string list = c;
+        std::replace(list.begin(), list.end(), '+', ',');
+        if (omgs::parse_collective_set(list).empty())
+          throw omgs::Error("an empty set of collectives");
+      });
+    } else if (opt == "--ranks-per-node") {
+      a.ranks_per_node = static_cast<int>(number(rank, opt, value(), 1, 1e6));
     } else if (opt == "--rounds") {
       a.rounds = static_cast<int>(number(rank, opt, value(), 1, 1000));
     } else if (opt == "--no-dense") {
@@ -195,6 +215,16 @@ std::string calibration_exchange(const Args& args) {
   bool sar = runtime_exchange && omgs::default_sparse_exchange != omgs::SparseExchange::allgather;
   for (const std::string& e : args.sparse_exchanges) sar = sar || e != "allgather";
   return sar ? "automatic" : "allgather";
+}
+
+bool needs_node_lines(const Args& args) {
+  for (const std::string& c : args.collectives) {
+    const std::string items = "+" + c + "+";
+    if (c == "node" || items.find("+sparse_node+") != std::string::npos ||
+        items.find("+allreduce_node+") != std::string::npos)
+      return true;
+  }
+  return false;
 }
 
 std::string find_model(const std::string& name, const char* argv0) {

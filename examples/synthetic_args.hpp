@@ -16,7 +16,11 @@ struct Args {
   /// RuntimeOptions::sparse_exchange per row; empty: the runtime's default.
   std::vector<std::string> sparse_exchanges;
   std::vector<std::string> pair_wires;  // RuntimeOptions::pair_wire per row; empty: the default
-  int rounds = 1;                       // every row this many times, a round after another
+  /// --collectives: per row "flat", "node" or rows joined by '+' (synthetic_rows.hpp); empty:
+  /// the runtime's own.
+  std::vector<std::string> collectives;
+  int ranks_per_node = 0;  // RuntimeOptions::ranks_per_node (0: by shared memory)
+  int rounds = 1;          // every row this many times, a round after another
   /// The fixed planners (open loop) and "default": the runtime with nothing set.
   std::vector<std::string> planners = {"layerwise", "single", "mgs", "optimal", "default"};
   bool dense = true;
@@ -48,6 +52,10 @@ inline constexpr const char* default_method = "default";
 /// The sparse exchange the shared calibration must time: automatic (both) when a row may use
 /// the sparse allreduce, else allgather.
 std::string calibration_exchange(const Args& args);
+
+/// Whether a row may use a two-level exchange (a --collectives item "node" or naming
+/// sparse_node or allreduce_node): the shared calibration must then time their lines.
+bool needs_node_lines(const Args& args);
 
 /// NAME -> a CSV: the path itself, $OMGS_MODELS_DIR/NAME.csv, <bin>/../share/omgs/models,
 /// then the source tree's examples/models.

@@ -15,8 +15,10 @@ struct Result {
   std::string planner;   ///< omgs rows: the planner; empty for the dense rows
   std::string exchange;  ///< omgs rows: --sparse-exchange's exchange, empty for the runtime's own
   std::string wire;      ///< omgs rows: --pair-wire's wire, empty for the runtime's own
-  std::string config;    ///< omgs rows: the label without the round (rows compared by it)
-  int round = 0;         ///< omgs rows: which of --rounds (0-based)
+  std::string collectives;        ///< omgs rows: --collectives' item, empty for the runtime's own
+  std::vector<std::string> used;  ///< omgs rows: the collectives its plan gives a group
+  std::string config;             ///< omgs rows: the label without the round (rows compared by it)
+  int round = 0;                  ///< omgs rows: which of --rounds (0-based)
   std::size_t groups = 0;
   double iteration_s = 0;     ///< median over timed iterations of the slowest rank's time
   double not_hidden_s = 0;    ///< median of the slowest rank's wait for communication
@@ -24,9 +26,12 @@ struct Result {
   double sparsify_cpu_s = 0;  ///< median of the largest CPU time in it (thread CPU clock)
   double aggregate_s = 0;     ///< median of the slowest rank's scatter-add (or decode) time
   double bytes_per_iter = 0;  ///< each rank sends (mean)
-  double pair_bytes = 0;      ///< this rank's allgather pairs' bytes over the timed iterations
-  double pairs = 0;           ///< ... and their number (bytes per pair = the ratio)
-  double predicted_s = -1;    ///< the plan's predicted iteration (omgs methods)
+  /// Bytes across the fabric per rank per timed iteration (examples/fabric_bytes.hpp: every
+  /// host's interface counters over the timed iterations / ranks); -1: not measurable.
+  double fabric_per_iter = -1;
+  double pair_bytes = 0;    ///< this rank's allgather pairs' bytes over the timed iterations
+  double pairs = 0;         ///< ... and their number (bytes per pair = the ratio)
+  double predicted_s = -1;  ///< the plan's predicted iteration (omgs methods)
   /// Mean wall time (slowest rank) of the first warmup + iterations iterations from the
   /// start: what a run of that length pays, the closed loop's exploration and refits
   /// (which iteration_s leaves out) included.
@@ -58,6 +63,15 @@ void print_table(int iterations, int warmup, int loop_warmup, bool dense,
 /// median / max over the rounds, and both plans' groups. Prints nothing for one wire.
 void print_wire_comparison(const std::vector<std::string>& wires, int rounds,
                            const std::vector<Result>& results);
+
+/// With several --collectives items (`sets`): per set, its best configuration (least median
+/// iteration time over the rounds: min / median / max) and its fabric bytes per rank per
+/// iteration (median over the rounds), each against the first set's best. For the later
+/// sets only configurations whose plan uses a collective that no plan of the first set uses
+/// (a two-level row, say) count: a set's best row that planned as the first set's would
+/// compare the same plans. Prints nothing for one set.
+void print_collectives_comparison(const std::vector<std::string>& sets, int rounds,
+                                  const std::vector<Result>& results);
 
 /// With several omgs rows (configurations): each one's iteration time over the rounds (min /
 /// median / max) and its median against the best configuration's median, then whether the

@@ -19,6 +19,10 @@
 // each planner once per sparse exchange and pair wire, --rounds N every row N times, round after
 // round; then each wire's bytes and time against the first wire's, and each configuration's
 // median against the best's (with the default row's verdict: scripts/defaults-check.sh).
+// --collectives LIST runs each planner once per set of the planner's table of collectives
+// (flat, node: with the two-level rows, or rows joined by '+'; examples/synthetic_rows.hpp)
+// and compares each set's best row; every row's bytes across the fabric per rank come from
+// the hosts' interface counters (examples/fabric_bytes.hpp) where the job spans hosts.
 //
 //   mpiexec -n 4 omgs-train-synthetic --model resnet50
 #include <mpi.h>
@@ -39,16 +43,19 @@
 #include "bounded_mpi.hpp"
 #include "dense_baseline.hpp"
 #include "emulated_backward.hpp"
+#include "fabric_bytes.hpp"
 #include "median.hpp"
 #include "shared_calibration.hpp"
 #include "synthetic_args.hpp"
 #include "synthetic_report.hpp"
+#include "synthetic_rows.hpp"
 
 namespace {
 
 using omgs_synthetic::Args;
 using omgs_synthetic::bytes_text;
 using omgs_synthetic::closed_loop;
+using omgs_synthetic::Method;
 using omgs_synthetic::Result;
 using Exec = omgs::ExecSpace;
 using Mem = omgs::DeviceMemory;
@@ -107,83 +114,21 @@ void print_points(const std::string& planner, const omgs::RefitReport& r) {
   std::printf("%s\n", r.group_numel.size() > 12 ? " ..." : "");
 }
 
-/// One omgs row: a planner (or default_method), a sparse exchange of --sparse-exchange and a
-/// pair wire of --pair-wire (empty: the runtime's own) and a round.
-struct Method {
-  std::string planner, exchange, wire;
-  int round = 0;
-
-  /// The row's label, planner[/exchange][/wire][#round]; `sep` joins the parts (file names
-  /// use '.'). The exchange is named when several are compared; the round, when there are
-  /// several and `with_round`.
-  std::string label(const Args& args, const std::string& sep = "/", bool with_round = true) const {
-    std::string s = planner;
-    if (!exchange.empty() && args.sparse_exchanges.size() > 1) s += sep + exchange;
-    if (!wire.empty()) s += sep + wire;
-    if (with_round && args.rounds > 1)
-      s += (sep == "/" ? "#" : sep + "r") + std::to_string(round + 1);
-    return s;
-  }
+/// What every row of the job shares: its performance model (a spec, and loaded), the dense
+/// groups' allreduce form and the fabric's counters.
+struct Job {
+  std::string perf;
+  std::unique_ptr<omgs::PerfModel> model;
+  omgs::DenseAllreduce dense_form = omgs::DenseAllreduce::automatic;
+  omgs_examples::FabricCounter fabric;
 };
 
-/// The row's options: the runtime's defaults for default_method (closed loop, window
-/// --refit), else its planner (+loop: closed), exchange and wire; the job's model and
-/// density and dense allreduce form for both.
-omgs::RuntimeOptions method_options(const Args& args, const Method& m, const std::string& perf,
-                                    omgs::DenseAllreduce dense_form) {
-  omgs::RuntimeOptions opt;
-  const bool is_default = m.planner == omgs_synthetic::default_method;
-  const bool loop = is_default || closed_loop(m.planner);
-  if (!is_default) {
-    opt.planner = omgs::parse_planner(loop ? m.planner.substr(0, m.planner.size() - 5) : m.planner);
-    if (!m.wire.empty()) opt.pair_wire = omgs::parse_pair_wire(m.wire);
-    if (!m.exchange.empty()) opt.sparse_exchange = omgs::parse_sparse_exchange(m.exchange);
-  }
-  opt.dense_allreduce = dense_form;
-  opt.density = args.density;
-  opt.perf_model = perf;
-  opt.refit_iterations = loop ? args.refit : 0;  // the fixed planners: open loop
-  if (!args.trace.empty()) opt.trace_path = args.trace + "." + m.label(args, ".") + ".%r.json";
-  return opt;
-}
-
-/// --sparse-exchange's list, or the runtime's default exchange.
-std::string exchanges_text(const Args& args) {
-  if (args.sparse_exchanges.empty())
-    return std::string(omgs::to_string(omgs::RuntimeOptions().sparse_exchange)) +
-           " (the runtime's)";
-  std::string s;
-  for (const std::string& e : args.sparse_exchanges) s += (s.empty() ? "" : ",") + e;
-  return s;
-}
-
-/// The omgs rows in the order they run: round after round, each running every planner with
-/// every exchange and wire (the default row and the dense planner once: they take neither),
-/// so that a drift of the machine's load hits every row alike and a wire's row is beside
-/// the first wire's.
-std::vector<Method> methods_in_turn(const Args& args) {
-  const std::vector<std::string> none{""};
-  const std::vector<std::string>& wires = args.pair_wires.empty() ? none : args.pair_wires;
-  const std::vector<std::string>& exchanges =
-      args.sparse_exchanges.empty() ? none : args.sparse_exchanges;
-  std::vector<Method> methods;
-  for (int round = 0; round < args.rounds; ++round)
-    for (const std::string& p : args.planners) {
-      if (p == omgs_synthetic::default_method || p == "dense" || p == "dense+loop") {
-        methods.push_back({p, "", "", round});
-        continue;
-      }
-      for (const std::string& e : exchanges)
-        for (const std::string& w : wires) methods.push_back({p, e, w, round});
-    }
-  return methods;
-}
-
 Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
-                const std::vector<int>& reps, const Method& m, const std::string& perf,
-                omgs::DenseAllreduce dense_form, int rank) {
+                const std::vector<int>& reps, const Method& m, const Job& job, int rank, int size) {
   const std::string name = m.label(args);  // the row and the per-iteration lines
-  const omgs::RuntimeOptions opt = method_options(args, m, perf, dense_form);
+  const omgs::RuntimeOptions opt = omgs_synthetic::method_options(
+      args, m, job.perf, job.dense_form,
+      omgs_synthetic::row_collectives(m.collectives, m.exchange, size, *job.model));
   const bool loop = opt.refit_iterations > 0;
   const int warmup = args.warmup + (loop ? args.refit * (opt.max_replans + 1) : 0);
   omgs::Runtime rt(MPI_COMM_WORLD, layers, opt);
@@ -192,6 +137,7 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   r.planner = m.planner;
   r.exchange = m.exchange;
   r.wire = m.wire;
+  r.collectives = m.collectives;
   r.round = m.round;
   r.config = m.label(args, "/", false);
   r.groups = rt.plan().groups.size();
@@ -202,11 +148,22 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
               std::string(omgs::to_string(opt.planner)) + ", " +
               std::string(omgs::to_string(opt.sparse_exchange)) + ", " +
               std::string(omgs::to_string(opt.pair_wire));
-  if (rt.plan().dense_groups() > 0)
+  const auto& groups = rt.plan().groups;
+  if (std::any_of(groups.begin(), groups.end(),
+                  [](const omgs::Group& g) { return g.collective == omgs::Collective::dense; }))
     r.note += std::string(r.note.empty() ? "" : "; ") +
               "dense groups: " + rt.calibration().dense_allreduce.name();
+  for (const omgs::Group& g : groups) {
+    const std::string c(omgs::to_string(g.collective));
+    if (std::find(r.used.begin(), r.used.end(), c) == r.used.end()) r.used.push_back(c);
+  }
+  if (!m.collectives.empty())
+    r.note += std::string(r.note.empty() ? "" : "; ") +
+              "groups: " + omgs_synthetic::groups_by_collective(rt.plan());
   const std::size_t L = layers.size();
+  double fabric0 = 0;
   for (int it = 0; it < warmup + args.iterations; ++it) {
+    if (it == warmup) fabric0 = job.fabric.sample();
     const auto t0 = std::chrono::steady_clock::now();
     rt.begin_backward();
     for (std::size_t l = L; l-- > 0;) {
@@ -240,6 +197,8 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
     if (st.refitted && !args.quiet && rank == 0) print_refit(name, rt.last_refit());
     if (st.refitted && !args.quiet && rank == 0) print_points(name, rt.last_refit());
   }
+  if (job.fabric.measurable())
+    r.fabric_per_iter = (job.fabric.sample() - fabric0) / size / args.iterations;
   if (loop) {  // settled: the plan and prediction in force, and whose plan it is
     r.groups = rt.plan().groups.size();
     const std::size_t head = std::min(r.note.find(';'), r.note.size());  // the loop's part
@@ -255,7 +214,8 @@ Result run_omgs(const Args& args, const std::vector<omgs::LayerSpec>& layers,
 /// A dense run (bucketed, or per layer when bucket_mb == 0); `averaged` gets the last
 /// iteration's averaged gradient.
 Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
-                 const std::vector<int>& reps, double bucket_mb, int rank,
+                 const std::vector<int>& reps, double bucket_mb,
+                 const omgs_examples::FabricCounter& fabric, int rank,
                  std::vector<float>& averaged) {
   std::vector<std::uint64_t> numel;
   for (const omgs::LayerSpec& l : layers) numel.push_back(l.numel);
@@ -268,7 +228,9 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
   r.groups = ex.num_buckets();
   r.note = ex.variant().describe();
   if (bucket_mb > 0) r.note += ", " + bytes_text(bucket_mb * 1e6) + " buckets";
+  double fabric0 = 0;
   for (int it = 0; it < args.warmup + args.iterations; ++it) {
+    if (it == args.warmup) fabric0 = fabric.sample();
     const auto t0 = std::chrono::steady_clock::now();
     const omgs_examples::DenseIteration d =
         ex.iterate([&](std::size_t l, const omgs::GradientView& slot) {
@@ -293,6 +255,11 @@ Result run_dense(const Args& args, const std::vector<omgs::LayerSpec>& layers,
                   timed ? "iteration" : "warm-up  ", timed ? it - args.warmup + 1 : it + 1,
                   timed ? args.iterations : args.warmup, iter, wait);
   }
+  if (fabric.measurable()) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    r.fabric_per_iter = (fabric.sample() - fabric0) / size / args.iterations;
+  }
   averaged = ex.averaged();
   r.summarize();
   return r;
@@ -311,7 +278,8 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
   if (args.perf != "calibrate") return args.perf;
   const omgs_examples::SharedModel m = omgs_examples::calibrate_shared(
       MPI_COMM_WORLD, layers, args.density, args.calibrations, 2,
-      omgs::parse_sparse_exchange(omgs_synthetic::calibration_exchange(args)));
+      omgs::parse_sparse_exchange(omgs_synthetic::calibration_exchange(args)),
+      omgs_synthetic::needs_node_lines(args), args.ranks_per_node);
   if (rank == 0) {
     std::printf(
         "calibration x%d (%.2f s), min / median / max over runs; the plans use the\n"
@@ -328,6 +296,12 @@ std::string job_perf_model(const Args& args, const std::vector<omgs::LayerSpec>&
     if (!m.model.sparse_allreduce_costs().table.empty()) {  // timed: a sparse exchange asked
       rows.push_back({"sparse_allreduce alpha_s", m.sar_alpha});
       rows.push_back({"sparse_allreduce beta_s/B", m.sar_beta});
+    }
+    if (m.model.line("sparse_node") != nullptr) {  // timed: a row may use it
+      rows.push_back({"sparse_node alpha_s", m.node_alpha});
+      rows.push_back({"sparse_node beta_s_per_4n", m.node_beta});
+      rows.push_back({"allreduce_node alpha_s", m.arn_alpha});
+      rows.push_back({"allreduce_node beta_s/4n", m.arn_beta});
     }
     for (const auto& [name, sp] : rows)
       std::printf("  %-26s %10.3e %10.3e %10.3e\n", name, sp.min, sp.median, sp.max);
@@ -386,7 +360,7 @@ int main(int argc, char** argv) {
           "omgs-train-synthetic: %s, %zu tensors, %llu elements; P = %d, density %g, sparse "
           "exchange %s\n",
           path.c_str(), layers.size(), static_cast<unsigned long long>(total), size, args.density,
-          exchanges_text(args).c_str());
+          omgs_synthetic::exchanges_text(args).c_str());
       std::printf("emulated backward %.4f s per iteration (Kokkos %s); MPI thread level %s\n\n",
                   backward, Exec::name(),
                   provided == MPI_THREAD_MULTIPLE ? "MULTIPLE" : "below MULTIPLE (inline)");
@@ -394,28 +368,34 @@ int main(int argc, char** argv) {
     // A bad --perf is reported now, not after the dense baseline has run.
     if (args.perf != "calibrate") omgs::make_perf_model(args.perf)->check_workers(size);
     bool temp = false;
-    omgs::DenseAllreduce dense_form = omgs::DenseAllreduce::automatic;
     int dense_setting = -1;
-    const std::string perf = job_perf_model(args, layers, rank, temp, dense_form, dense_setting);
+    Job job{"", nullptr, omgs::DenseAllreduce::automatic,
+            omgs_examples::FabricCounter(MPI_COMM_WORLD)};
+    job.perf = job_perf_model(args, layers, rank, temp, job.dense_form, dense_setting);
+    job.model = omgs::make_perf_model(job.perf);
+    omgs_synthetic::print_collectives(args, *job.model, job.fabric, size, rank);
     std::vector<Result> results;
     bool dense_ok = true;
     if (args.dense) {
       std::vector<float> bucketed, per_layer;
-      results.push_back(run_dense(args, layers, reps, args.bucket_mb, rank, bucketed));
-      results.push_back(run_dense(args, layers, reps, 0.0, rank, per_layer));
+      results.push_back(run_dense(args, layers, reps, args.bucket_mb, job.fabric, rank, bucketed));
+      results.push_back(run_dense(args, layers, reps, 0.0, job.fabric, rank, per_layer));
       dense_ok = dense_results_agree(bucketed, per_layer, rank);
     }
     // The dense rows' choosers applied their own MPI_T setting (process-wide); the plans run
     // with the one their calibration timed.
-    if (dense_form != omgs::DenseAllreduce::automatic) omgs::apply_allreduce_setting(dense_setting);
-    for (const Method& m : methods_in_turn(args))
-      results.push_back(run_omgs(args, layers, reps, m, perf, dense_form, rank));
-    if (temp) omgs_examples::remove_job_model(MPI_COMM_WORLD, perf);
+    if (job.dense_form != omgs::DenseAllreduce::automatic)
+      omgs::apply_allreduce_setting(dense_setting);
+    for (const Method& m : omgs_synthetic::methods_in_turn(args))
+      results.push_back(run_omgs(args, layers, reps, m, job, rank, size));
+    if (temp) omgs_examples::remove_job_model(MPI_COMM_WORLD, job.perf);
     if (rank == 0)
       omgs_synthetic::print_table(args.iterations, args.warmup,
                                   args.refit * (omgs::RuntimeOptions().max_replans + 1), args.dense,
                                   results);
     if (rank == 0) omgs_synthetic::print_wire_comparison(args.pair_wires, args.rounds, results);
+    if (rank == 0)
+      omgs_synthetic::print_collectives_comparison(args.collectives, args.rounds, results);
     if (rank == 0) omgs_synthetic::print_config_comparison(args.rounds, results);
     if (!dense_ok) status = 1;
   } catch (const std::exception& e) {

@@ -1,6 +1,6 @@
 // The registry of the lines' calibrations (calibration_lines.hpp) and the built-in ones: the
 // allgather of pairs and the dense allreduce, timed at every start-up, and the sparse
-// allreduce, timed where a plan may use it.
+// allreduce and the two-level exchanges, timed where a plan may use them.
 #include "runtime/calibration_lines.hpp"
 
 #include <algorithm>
@@ -71,6 +71,12 @@ struct CalibrationRegistry {
                                   c.comm, c.ranks_per_node, c.density,
                                   {std::uint64_t{1} << 16, std::uint64_t{1} << 20});
                             }};
+    // The two-level dense allreduce the same way (its form is its own: three steps).
+    lines["allreduce_node"] = {false, [](const CalibrationContext& c) {
+                                 return fit_allreduce_node(
+                                     c.comm, c.ranks_per_node,
+                                     {std::uint64_t{1} << 16, std::uint64_t{1} << 20});
+                               }};
   }
 };
 

@@ -80,4 +80,10 @@ OMGS_EXPORT LinearFit fit_sparse_node(MPI_Comm comm, int ranks_per_node, double 
                                       const std::vector<std::uint64_t>& sizes, int repetitions = 5,
                                       double timeout_s = 30.0);
 
+/// Collective over comm: the two-level dense allreduce (WireKind::allreduce_node) timed and
+/// fitted as fit_sparse_node times the node-summed exchange (alpha + beta * 4 n).
+OMGS_EXPORT LinearFit fit_allreduce_node(MPI_Comm comm, int ranks_per_node,
+                                         const std::vector<std::uint64_t>& sizes,
+                                         int repetitions = 5, double timeout_s = 30.0);
+
 }  // namespace omgs::detail
