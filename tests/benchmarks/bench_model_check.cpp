@@ -137,8 +137,19 @@ std::string calibrate(const Args& a, int rank) {
   omgs::Runtime rt(MPI_COMM_WORLD, {{"g", largest, 1e-4}}, opt);
   if (rank == 0) {
     rt.save_perf_model(a.save);
-    std::printf("# calibrated in %.1f s: %s\n", rt.calibration().duration_s,
-                rt.perf_model().describe().c_str());
+    const omgs::CalibrationReport& c = rt.calibration();
+    std::printf("# calibrated in %.1f s: %s\n", c.duration_s, rt.perf_model().describe().c_str());
+    // The fastest repetition per size, what the lines were fitted to: a fitted latency far
+    // above the smallest size's time comes from the fit, one near it from the timing.
+    std::printf("# calibration allgather ms:");
+    for (std::size_t i = 0; i < c.allgather_s.size(); ++i)
+      std::printf(" %llu pairs %.3f", static_cast<unsigned long long>(c.allgather_pairs[i]),
+                  1e3 * c.allgather_s[i]);
+    std::printf("\n# calibration allreduce ms:");
+    for (std::size_t i = 0; i < c.allreduce_s.size(); ++i)
+      std::printf(" %llu floats %.3f", static_cast<unsigned long long>(c.allreduce_numel[i]),
+                  1e3 * c.allreduce_s[i]);
+    std::printf("\n");
   }
   MPI_Barrier(MPI_COMM_WORLD);
   return a.save;
