@@ -19,6 +19,13 @@
 
 namespace omgs_test {
 
+/// The closed-loop tests' six layers (those of the C API's closed-loop test): sizes from 10
+/// to 60000 elements, each with its backward time.
+inline std::vector<omgs::LayerSpec> closed_loop_layers() {
+  return {{"embed", 40000, 1e-3}, {"conv1", 15000, 5e-4},    {"bn1", 32, 1e-5},
+          {"conv2", 60000, 1e-3}, {"fc.weight", 9000, 3e-4}, {"fc.bias", 10, 1e-5}};
+}
+
 inline std::vector<float> to_host(const omgs::ConstGradientView& v) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
   return std::vector<float>(h.data(), h.data() + h.extent(0));

@@ -11,6 +11,7 @@
 
 #include <omgs/runtime.hpp>
 
+#include "calibration_fit_checks.hpp"
 #include "omgs_catch.hpp"
 #include "runtime/calibration_lines.hpp"
 
@@ -21,16 +22,8 @@ TEST_CASE("calibration: the sparse node-summed line, the same on every rank",
   const int rpn = size >= 2 ? 2 : 1;
   const omgs::detail::LinearFit fit =
       omgs::detail::fit_sparse_node(MPI_COMM_WORLD, rpn, 0.01, {1u << 12, 1u << 18}, 3);
-  REQUIRE(std::isfinite(fit.c0));
-  REQUIRE(std::isfinite(fit.c1));
-  CHECK(fit.c0 >= 0.0);
-  CHECK(fit.c1 >= 0.0);
+  omgs_test::check_agreed_fit(fit);
   CHECK(fit.c0 + fit.c1 * 4.0 * double(1u << 18) > 0.0);  // an exchange takes time
-  double mine[2] = {fit.c0, fit.c1}, lo[2], hi[2];
-  MPI_Allreduce(mine, lo, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(mine, hi, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(lo[0] == hi[0]);
-  CHECK(lo[1] == hi[1]);
 
   omgs::RuntimeOptions opt;
   opt.read_environment = false;
@@ -57,16 +50,8 @@ TEST_CASE("calibration: the two-level allreduce's line, the same on every rank",
   const int rpn = size >= 2 ? 2 : 1;
   const omgs::detail::LinearFit fit =
       omgs::detail::fit_allreduce_node(MPI_COMM_WORLD, rpn, {1u << 12, 1u << 18}, 3);
-  REQUIRE(std::isfinite(fit.c0));
-  REQUIRE(std::isfinite(fit.c1));
-  CHECK(fit.c0 >= 0.0);
-  CHECK(fit.c1 >= 0.0);
+  omgs_test::check_agreed_fit(fit);
   CHECK(fit.c0 + fit.c1 * 4.0 * double(1u << 18) > 0.0);
-  double mine[2] = {fit.c0, fit.c1}, lo[2], hi[2];
-  MPI_Allreduce(mine, lo, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(mine, hi, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(lo[0] == hi[0]);
-  CHECK(lo[1] == hi[1]);
 
   omgs::RuntimeOptions opt;
   opt.read_environment = false;

@@ -11,6 +11,7 @@
 #include <omgs/error.hpp>
 #include <omgs/plan.hpp>
 
+#include "calibration_fit_checks.hpp"
 #include "comm/clock.hpp"
 #include "omgs_catch.hpp"
 #include "runtime/calibration_lines.hpp"
@@ -22,16 +23,7 @@ TEST_CASE("calibration: the sparse allreduce's alpha and beta, the same on every
   const std::uint64_t n = std::uint64_t{1} << 20;
   const omgs::detail::LinearFit fit =
       omgs::detail::fit_sparse_allreduce(MPI_COMM_WORLD, n, {256, 16384});
-  REQUIRE(std::isfinite(fit.c0));
-  REQUIRE(std::isfinite(fit.c1));
-  CHECK(fit.c0 >= 0.0);
-  CHECK(fit.c1 >= 0.0);
-  // Every rank fitted the slowest rank's timings: identical coefficients.
-  double mine[2] = {fit.c0, fit.c1}, lo[2], hi[2];
-  MPI_Allreduce(mine, lo, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(mine, hi, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  CHECK(lo[0] == hi[0]);
-  CHECK(lo[1] == hi[1]);
+  omgs_test::check_agreed_fit(fit);  // the slowest rank's timings, on every rank
   // As the calibrated model's entry: it predicts a fresh exchange of the larger k within the
   // noise of a shared machine (a factor 20 either way; a wrong unit of bytes or seconds is
   // off by 1000 or more).

@@ -17,6 +17,7 @@
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
 
+using omgs_test::closed_loop_layers;
 using omgs_test::fill_gradient;
 using omgs_test::read_file;
 using omgs_test::same_everywhere;
@@ -24,11 +25,6 @@ using omgs_test::spin_for;
 using omgs_test::world_rank;
 
 namespace {
-
-std::vector<omgs::LayerSpec> timed_layers() {
-  return {{"embed", 40000, 1e-3}, {"conv1", 15000, 5e-4},    {"bn1", 32, 1e-5},
-          {"conv2", 60000, 1e-3}, {"fc.weight", 9000, 3e-4}, {"fc.bias", 10, 1e-5}};
-}
 
 /// One iteration; every rank's backward is slower by its own delay (rank r: r ms per
 /// layer), so the measured costs differ per rank; `extra_s` more before finish().
@@ -65,7 +61,7 @@ TEST_CASE("closed loop: every rank refits to the same model and ends with the sa
   std::mt19937 rng(3 + world_rank());
   int refits = 0, replans = 0, switches = 0, taken_back = 0;
   {
-    omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+    omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(), opt);
     CHECK(rt.last_refit().iterations_fitted == 0);
     std::uint32_t last_model = 0;
     for (int it = 0; it < 15; ++it) {
@@ -116,7 +112,7 @@ TEST_CASE("closed loop: every rank refits to the same model and ends with the sa
       omgs::RuntimeOptions later;
       later.density = opt.density;
       later.perf_model = shared;
-      omgs::Runtime rt2(MPI_COMM_WORLD, timed_layers(), later);
+      omgs::Runtime rt2(MPI_COMM_WORLD, closed_loop_layers(), later);
       CHECK(rt2.perf_model().topk_s(12345) == rt.perf_model().topk_s(12345));
       CHECK(rt2.perf_model().allgather_s(12345, omgs_test::world_size(), opt.density) ==
             rt.perf_model().allgather_s(12345, omgs_test::world_size(), opt.density));
@@ -148,7 +144,7 @@ TEST_CASE("closed loop: max_replans = 0 refits once and never switches", "[runti
   opt.refit_iterations = 2;
   opt.max_replans = 0;
   opt.replan_min_gain = 0.0;
-  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(), opt);
   const std::string before = plan_text(rt);
   std::mt19937 rng(9);
   int refits = 0;
@@ -172,7 +168,7 @@ TEST_CASE("closed loop: a switch that measured slower is taken back, with its ow
   opt.refit_iterations = 3;
   opt.max_replans = 2;
   opt.replan_min_gain = 1.0;  // no predicted gain is enough: a differing candidate is explored
-  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(), opt);
   std::mt19937 rng(21);
   std::string replaced, model_of_replaced;
   double predicted_of_replaced = 0, slow_s = 0;
@@ -216,7 +212,7 @@ TEST_CASE("closed loop: OMGS_REFIT_ITERATIONS turns it on", "[runtime][closed-lo
   setenv("OMGS_MAX_REPLANS", "0", 1);
   omgs::RuntimeOptions opt;
   opt.perf_model = "reference";
-  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(), opt);
   unsetenv("OMGS_REFIT_ITERATIONS");
   unsetenv("OMGS_MAX_REPLANS");
   std::mt19937 rng(4);
@@ -234,13 +230,13 @@ TEST_CASE("closed loop: on by default (window 5); refit_iterations = 0 or the va
   opt.perf_model = "reference";
   std::mt19937 rng(6);
   {
-    omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+    omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(), opt);
     for (int it = 0; it < 4; ++it) CHECK_FALSE(run_iteration(rt, rng).refitted);
     CHECK(run_iteration(rt, rng).refitted);  // the end of the default's first window
     CHECK(rt.last_stats().model_generation == 1);
   }
   auto stays_open = [&](const omgs::RuntimeOptions& o) {
-    omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), o);
+    omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(), o);
     int refits = 0;
     for (int it = 0; it < 11; ++it) refits += run_iteration(rt, rng).refitted;
     CHECK(refits == 0);
@@ -260,15 +256,16 @@ TEST_CASE("closed loop options: bad values fail every rank with their name",
   omgs::RuntimeOptions opt;
   opt.perf_model = "reference";
   opt.refit_iterations = world_rank() == 0 ? -1 : 3;
-  CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, timed_layers(), opt),
+  CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, closed_loop_layers(), opt),
                     Catch::Contains(world_rank() == 0 ? "refit_iterations" : "rank 0"));
   opt.refit_iterations = 3;
   opt.replan_min_gain = world_rank() == 0 ? 0.05 : 0.1;  // differs between ranks
   if (omgs_test::world_size() > 1)
-    CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, timed_layers(), opt),
+    CHECK_THROWS_WITH(omgs::Runtime(MPI_COMM_WORLD, closed_loop_layers(), opt),
                       Catch::Contains("replan_min_gain"));
   opt.replan_min_gain = 0.05;
-  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);  // the reference model can't be saved
+  omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(),
+                   opt);  // the reference model can't be saved
   CHECK_THROWS_WITH(rt.save_perf_model("never.json"), Catch::Contains("alpha-beta"));
 }
 
@@ -279,7 +276,7 @@ TEST_CASE("closed loop: the refit fits the sparse allreduce's line when the plan
   opt.sparse_exchange = omgs::SparseExchange::allreduce;  // calibrated at init, then refitted
   opt.refit_iterations = 2;
   opt.max_replans = 0;
-  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(), opt);
   for (const omgs::Group& g : rt.plan().groups)
     if (g.collective != omgs::Collective::dense)
       CHECK(g.collective == omgs::Collective::sparse_allreduce);
@@ -316,7 +313,7 @@ TEST_CASE("closed loop: a line the plan has no group of keeps its given costs af
   opt.sparse_exchange = omgs::SparseExchange::allreduce;
   opt.refit_iterations = 2;
   opt.max_replans = 0;
-  omgs::Runtime rt(MPI_COMM_WORLD, timed_layers(), opt);
+  omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(), opt);
   const int P = omgs_test::world_size();
   const double before = rt.perf_model().allgather_s(100000, P, opt.density);
   for (const omgs::Group& g : rt.plan().groups) REQUIRE(g.collective != omgs::Collective::sparse);

@@ -12,18 +12,10 @@
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
 
+using omgs_test::closed_loop_layers;
 using omgs_test::fill_gradient;
 using omgs_test::same_everywhere;
 using omgs_test::spin_for;
-
-namespace {
-
-std::vector<omgs::LayerSpec> dense_layers() {
-  return {{"embed", 40000, 1e-3}, {"conv1", 15000, 5e-4},    {"bn1", 32, 1e-5},
-          {"conv2", 60000, 1e-3}, {"fc.weight", 9000, 3e-4}, {"fc.bias", 10, 1e-5}};
-}
-
-}  // namespace
 
 TEST_CASE("closed loop: the refit corrects the dense line from the dense groups, and replans",
           "[runtime][closed-loop]") {
@@ -43,7 +35,7 @@ TEST_CASE("closed loop: the refit corrects the dense line from the dense groups,
   opt.refit_iterations = 2;
   opt.max_replans = 1;
   opt.replan_min_gain = 0.0;
-  omgs::Runtime rt(MPI_COMM_WORLD, dense_layers(), opt);
+  omgs::Runtime rt(MPI_COMM_WORLD, closed_loop_layers(), opt);
   const int P = omgs_test::world_size();
   const std::vector<omgs::Group> first = rt.plan().groups;
   for (const omgs::Group& g : first) REQUIRE(g.collective == omgs::Collective::dense);
