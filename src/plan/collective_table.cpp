@@ -173,7 +173,7 @@ std::string known_names() {
 
 bool serves(const CollectiveRow& row, std::uint64_t numel, int workers, double density,
             const ServeLimits& limits) {
-  if (limits.max_group_numel != 0 && numel > limits.max_group_numel) return false;
+  if (!limits.holds(numel)) return false;
   if (limits.max_mpi_count != 0 &&
       row.max_mpi_count(numel, workers, density) > limits.max_mpi_count)
     return false;
@@ -298,7 +298,7 @@ RowPick PlanRows::pick_among(const Class& k, std::uint64_t numel) const {
 }
 
 bool PlanRows::posts(std::size_t c, std::uint64_t numel) const {
-  if (limits_.max_group_numel != 0 && numel > limits_.max_group_numel) return false;
+  if (!limits_.holds(numel)) return false;
   if (limits_.max_mpi_count == 0) return true;
   for (const CollectiveRow* r : classes_[c].rows)
     if (r->max_mpi_count(numel, workers_, density_) <= limits_.max_mpi_count) return true;

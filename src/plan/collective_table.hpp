@@ -67,6 +67,10 @@ struct ServeLimits {
   bool unlimited() const noexcept {
     return max_mpi_count == 0 && memory_budget_bytes == 0 && max_group_numel == 0;
   }
+  /// Whether a group of numel elements is within max_group_numel (whatever its row).
+  bool holds(std::uint64_t numel) const noexcept {
+    return max_group_numel == 0 || numel <= max_group_numel;
+  }
 };
 inline ServeLimits serve_limits(const PlanConfig& config) {
   return {config.max_mpi_count, config.memory_budget_bytes, config.max_group_numel};
