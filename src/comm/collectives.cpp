@@ -168,6 +168,12 @@ void wait_as_progress_thread(MPI_Request& req, const IdleOptions& idle) {
   }
 }
 
+void barrier_as_progress_thread(MPI_Comm comm, const IdleOptions& idle) {
+  MPI_Request req;
+  MPI_Ibarrier(comm, &req);
+  wait_as_progress_thread(req, idle);
+}
+
 IdleOptions progress_idle(MPI_Comm comm, int compute_threads) {
   Pinner pinner;
   RankLayout l;
@@ -190,7 +196,7 @@ std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, in
   for (std::size_t r = 0; r < P; ++r) displs[r] = static_cast<int>(bytes_per_rank * r);
   std::vector<double> t;
   for (int r = 0; r < repetitions; ++r) {
-    MPI_Barrier(comm);
+    barrier_as_progress_thread(comm, idle);
     const double a = now_s();
     MPI_Request req;
     MPI_Iallgatherv(sendbuf.data(), counts[0], MPI_BYTE, recvbuf.data(), counts.data(),
@@ -198,6 +204,7 @@ std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, in
     wait_as_progress_thread(req, idle);
     t.push_back(now_s() - a);
   }
+  barrier_as_progress_thread(comm, idle);  // nobody leaves to poll while another is timed
   return t;
 }
 

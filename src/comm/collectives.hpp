@@ -81,6 +81,11 @@ std::vector<double> mean_from_root(MPI_Comm comm, const std::vector<double>& val
 /// spin, yields, then sleeps of IdleOptions::sleep_s while in flight), as the progress
 /// thread waits for its collectives.
 OMGS_EXPORT void wait_as_progress_thread(MPI_Request& req, const IdleOptions& idle = IdleOptions{});
+/// Collective: a barrier waited for as wait_as_progress_thread waits (MPI_Ibarrier). The
+/// timing loops separate their repetitions with it: a rank that reached MPI_Barrier first
+/// busy-polls there, and where ranks share a core it holds the core that the slower rank needs
+/// to finish its timed collective until the scheduler's tick (docs/model-check.md).
+OMGS_EXPORT void barrier_as_progress_thread(MPI_Comm comm, const IdleOptions& idle = IdleOptions{});
 
 /// Collective: how calibration waits for the collectives it times on this rank's layout (the
 /// cores of its cpuset, shared by the ranks of its node when the launcher did not bind them
@@ -93,18 +98,19 @@ OMGS_EXPORT void wait_as_progress_thread(MPI_Request& req, const IdleOptions& id
 OMGS_EXPORT IdleOptions progress_idle(MPI_Comm comm, int compute_threads);
 
 /// Collective: `repetitions` timed MPI_Iallgatherv of `bytes_per_rank` bytes from every
-/// rank, each after a barrier and waited for as the progress thread does
-/// (wait_as_progress_thread with `idle`); returns the durations in seconds.
-std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank, int repetitions,
-                                   const IdleOptions& idle = IdleOptions{});
+/// rank, each between barriers (barrier_as_progress_thread) and waited for as the progress thread
+/// does (wait_as_progress_thread with `idle`); returns the durations in seconds.
+OMGS_EXPORT std::vector<double> time_allgather(MPI_Comm comm, std::size_t bytes_per_rank,
+                                               int repetitions,
+                                               const IdleOptions& idle = IdleOptions{});
 
 /// Collective: `repetitions` timed allreduces (MPI_SUM) of `floats` floats in `form`, each
-/// after a barrier, a non-blocking one waited for as the progress thread does
-/// (wait_as_progress_thread); returns the durations in seconds (the dense groups'
+/// between barriers (barrier_as_progress_thread), a non-blocking one waited for as the progress
+/// thread does (wait_as_progress_thread); returns the durations in seconds (the dense groups'
 /// collective; allreduce_form.cpp).
-std::vector<double> time_allreduce_form(MPI_Comm comm, std::size_t floats, int repetitions,
-                                        AllreduceForm form,
-                                        const IdleOptions& idle = IdleOptions{});
+OMGS_EXPORT std::vector<double> time_allreduce_form(MPI_Comm comm, std::size_t floats,
+                                                    int repetitions, AllreduceForm form,
+                                                    const IdleOptions& idle = IdleOptions{});
 
 /// Whether a progress engine created now would run a progress thread: MPI provides
 /// MPI_THREAD_SERIALIZED or above and `force_inline` is off (local).
