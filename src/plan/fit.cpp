@@ -45,7 +45,14 @@ LinearFit fit_latency_bandwidth(const std::vector<double>& x,
     y.push_back(minimum(s));
     w.push_back(y.back() > 0 ? 1.0 / (y.back() * y.back()) : 1.0);
   }
-  return fit_nonnegative(x, y, w);
+  LinearFit f = fit_nonnegative(x, y, w);
+  // The largest size is the sustained rate: a line below it there was bent by a faster
+  // regime of the small sizes (a shaper's burst, buffers that absorb a message), and would
+  // price every larger message at that regime's rate.
+  const std::size_t top =
+      static_cast<std::size_t>(std::max_element(x.begin(), x.end()) - x.begin());
+  if (!x.empty() && x[top] > 0 && f.c0 + f.c1 * x[top] < y[top]) f.c1 = (y[top] - f.c0) / x[top];
+  return f;
 }
 
 double minimum(const std::vector<double>& v) {

@@ -52,7 +52,11 @@ LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double
 /// size is represented by its fastest sample (an outlier never sets it), and the line is
 /// fitted in relative error (weights 1 / y^2): the small sizes then decide alpha instead of
 /// being drowned by the absolute noise of the large ones, which made least squares' alpha
-/// vary 10-100x between runs. Non-negative as fit_nonnegative.
+/// vary 10-100x between runs. Where that line passes below the largest size's time, its
+/// slope is raised to pass through it: a faster regime at the small sizes (at the emulated
+/// cluster's 1 Gbit/s, the shaper's burst let 512 KiB through at 2-4x the link's rate) must
+/// not set the rate of the largest messages, whose time the largest size measured (the
+/// dense allreduce's line at two hosts was 2-4x low there). Non-negative as fit_nonnegative.
 OMGS_EXPORT LinearFit fit_latency_bandwidth(const std::vector<double>& x,
                                             const std::vector<std::vector<double>>& samples);
 

@@ -122,6 +122,31 @@ TEST_CASE("the latency-bandwidth fit's alpha is stable where least squares' is n
   CHECK((lo_old <= 0 || hi_old > 3 * lo_old));
 }
 
+TEST_CASE("the latency-bandwidth fit takes the largest size's rate past a fast regime",
+          "[plan][fit]") {
+  // The dense allreduce's calibration at two emulated hosts at 1 Gbit/s (fastest times, ms):
+  // up to 512 KiB inside the shaper's burst, 4 MiB at the link's sustained rate. The
+  // relative fit alone predicted 4 MiB at 15-35 ms; the line must pass through 63.6 ms.
+  const std::vector<double> x = {4, 4096, 65536, 524288, 4194304};
+  const std::vector<double> y = {0.374e-3, 0.374e-3, 0.834e-3, 1.892e-3, 63.588e-3};
+  std::vector<std::vector<double>> s;
+  std::vector<double> w;
+  for (double v : y) {
+    s.push_back({v, 1.2 * v});
+    w.push_back(1 / (v * v));
+  }
+  const LinearFit relative = fit_nonnegative(x, y, w);
+  REQUIRE(relative.c0 + relative.c1 * x.back() < 0.6 * y.back());
+  const LinearFit f = fit_latency_bandwidth(x, s);
+  CHECK(f.c0 + f.c1 * x.back() == Approx(y.back()).epsilon(1e-9));
+  CHECK(f.c0 == Approx(relative.c0));  // the small sizes still decide the latency
+  CHECK(f.c0 < 1e-3);
+  // A line the largest size already lies on (or below) keeps its slope.
+  const LinearFit lin = fit_latency_bandwidth({1, 2, 3}, {{3}, {5}, {7}});
+  CHECK(lin.c0 == Approx(1.0));
+  CHECK(lin.c1 == Approx(2.0));
+}
+
 TEST_CASE("the latency-bandwidth fit stays non-negative", "[plan][fit]") {
   // Falling timings: no slope, the mean of the minima as a constant.
   const LinearFit f = fit_latency_bandwidth({1, 2, 3}, {{6, 7}, {4, 9}, {2, 2}});
