@@ -1,6 +1,7 @@
 // The one rule that chooses among plans (choose_plan, best_of; docs/planner.md, "Choosing
 // among plans").
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include <omgs/plan.hpp>
@@ -43,14 +44,21 @@ std::size_t choose_plan(const std::vector<Plan>& candidates, double margin) {
   double best = candidates[0].predicted.iteration_end_s;
   for (const Plan& c : candidates) best = std::min(best, c.predicted.iteration_end_s);
   // Near-ties never go above a baseline candidate: the margin trades calibration noise
-  // for fewer groups, never for a plan predicted slower than dense or the sparse allreduce.
+  // for fewer groups or less communication, never for a plan predicted slower than dense
+  // or the sparse allreduce.
   double limit = best * (1.0 + margin);
   for (const Plan& c : candidates)
     if (is_baseline(c)) limit = std::min(limit, c.predicted.iteration_end_s);
+  auto eligible = [limit](const Plan& c) { return c.predicted.iteration_end_s <= limit; };
+  // Of the near-ties, those that do not communicate far more than the least of them.
+  double least_comm = std::numeric_limits<double>::infinity();
+  for (const Plan& c : candidates)
+    if (eligible(c)) least_comm = std::min(least_comm, c.predicted.comm_total_s);
+  const double comm_limit = least_comm * near_tie_comm_factor;
   std::size_t chosen = candidates.size();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const Plan& c = candidates[i];
-    if (!(c.predicted.iteration_end_s <= limit)) continue;
+    if (!eligible(c) || !(c.predicted.comm_total_s <= comm_limit)) continue;
     if (chosen == candidates.size()) {
       chosen = i;
       continue;

@@ -65,7 +65,7 @@ void print_plan_table(std::ostream& os, const omgs::Plan& plan,
      << seconds(t.non_overlapped_comm_s) << " s)\n";
   if (plan.planner == omgs::Planner::mixed)
     os << "  picked: " << omgs::to_string(plan.picked)
-       << " (the candidate choose_plan kept: near-ties to fewer groups)\n";
+       << " (the candidate choose_plan kept: near-ties to less communication, then fewer groups)\n";
   print_status(os, plan);
   print_table(os, plan.groups.size() + 1, [&](std::size_t i) -> Row {
     if (i == 0)

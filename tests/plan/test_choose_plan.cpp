@@ -79,6 +79,29 @@ TEST_CASE("choose_plan: near-ties go to fewer groups, then the simpler mix, then
                     Catch::Contains("choice_margin = -1"));
 }
 
+TEST_CASE("choose_plan: near-ties keep only the plans that communicate at most twice the least",
+          "[plan][choice]") {
+  // The two-host case that measured it (docs/planner.md): MGS's 53 sparse groups and a
+  // 5-group plan with dense groups predicted 2% apart, the dense plan's communication
+  // hidden but 4x MGS's; it measured 4-10% slower. Fewer groups alone picked it.
+  Plan sparse = fake_plan(Planner::mgs, 53, 0, 0.0378);
+  Plan dense = fake_plan(Planner::optimal, 5, 2, 0.0370);
+  sparse.predicted.comm_total_s = 0.016;
+  dense.predicted.comm_total_s = 0.065;
+  CHECK(omgs::choose_plan({sparse, dense}) == 0);
+  CHECK(omgs::choose_plan({dense, sparse}) == 1);
+  // Within the factor, fewer groups decide as before.
+  dense.predicted.comm_total_s = 2.0 * sparse.predicted.comm_total_s;
+  CHECK(omgs::choose_plan({sparse, dense}) == 1);
+  // Outside the margin the communication does not matter: the faster plan is the only tie.
+  dense.predicted.comm_total_s = 0.065;
+  dense.predicted.iteration_end_s = 0.030;
+  CHECK(omgs::choose_plan({sparse, dense}) == 1);
+  // Plans without communication (one rank) all stay.
+  const Plan a = fake_plan(Planner::mgs, 3, 0, 1.0), b = fake_plan(Planner::single, 1, 0, 1.0);
+  CHECK(omgs::choose_plan({a, b}) == 1);
+}
+
 TEST_CASE("choose_plan: the margin keeps the plan when alpha and beta move by +-10%",
           "[plan][choice]") {
   // Six layers on a network where the allgather and the allreduce cost about the same: the
