@@ -198,9 +198,10 @@ struct SparseAllreduce::Impl {
   void post_histogram(bool fine);
   void after_first_histograms();  // every rank's error reported, or the threshold, or the fine
                                   // histogram of another bin
-  void post_survivor_sends(std::uint32_t threshold);  // this region's survivors to every peer
-  void post_survivor_receives();                      // step 3's probed messages
-  void unpermute(std::vector<SparsePair>& pairs);     // back to indices, sorted by index
+  void post_survivor_sends(const sparse_allreduce::Cut& cut);  // this region's survivors to
+                                                               // every peer
+  void post_survivor_receives();                               // step 3's probed messages
+  void unpermute(std::vector<SparsePair>& pairs);              // back to indices, sorted by index
   void finish();
   void advance();  // the requests of `phase` are complete: post the next step
 
