@@ -133,7 +133,7 @@ OMGS_EXPORT const char* to_string(WireKind kind);
 /// while the group is in flight) for the engine's lifetime.
 struct GroupBuffers {
   const SparsePair* send = nullptr;  ///< k pairs (in options.buffer_space)
-  SparsePair* recv = nullptr;        ///< P * k pairs (in options.buffer_space)
+  SparsePair* recv = nullptr;        ///< P * k pairs (sparse allreduce: S, below)
   std::size_t k = 0;                 ///< pairs per rank (fixed mode) or the maximum (variable)
   /// A dense group (WireKind::allreduce_sum; k == 0): one MPI_Iallreduce (MPI_SUM) of
   /// dense_numel floats from dense_send into dense_recv, on the same communicator as the
@@ -167,13 +167,14 @@ struct GroupBuffers {
   /// driven by the progress thread beside the other groups' collectives). Each rank submits
   /// up to k pairs from `send` (indices below sparse_numel); about k of the pairs' sums
   /// survive, and every rank receives the same survivors, sorted by index, in `recv`
-  /// (recv_total(g) of them, at most P * k); `dropped` receives what this rank's residual
-  /// takes back (dropped_total(g) pairs: at most k with PairWire::pairs8, this rank's pairs
-  /// whose index did not survive; at most k + P k with a compact pair_wire, which adds the
-  /// rounding errors: SparseAllreduce::dropped()). Host buffers or staging: the exchange
-  /// runs on the host.
+  /// (recv_total(g) of them, at most S = min(sparse_numel, k + P - 1), however many sums
+  /// tie at the threshold: detail::sparse_allreduce::max_survivors); `dropped` receives what
+  /// this rank's residual takes back (dropped_total(g) pairs: at most k with
+  /// PairWire::pairs8, this rank's pairs whose index did not survive; at most k + S with a
+  /// compact pair_wire, which adds the rounding errors of its region's survivors:
+  /// SparseAllreduce::dropped()). Host buffers or staging: the exchange runs on the host.
   std::size_t sparse_numel = 0;
-  SparsePair* dropped = nullptr;  ///< k (pairs8) or k + P k pairs (in options.buffer_space)
+  SparsePair* dropped = nullptr;  ///< k (pairs8) or k + S pairs (in options.buffer_space)
   /// How a sparse-allreduce group's pairs travel (every rank must agree).
   PairWire pair_wire = PairWire::pairs8;
   /// WireKind::sparse_node (docs/comm.md, "The sparse node-summed form"): dense_send is this

@@ -110,14 +110,14 @@ void SparseAllreduce::Impl::after_first_histograms() {
   coarse_hist.assign(first_round.begin(), first_round.begin() + bins);
   pick = sa::pick_coarse(coarse_hist, k);
   if (pick.keep_all || pick.keep_none)  // the same on every rank: the histogram is global
-    return post_survivor_sends(sa::threshold_key(pick, fine_hist));
+    return post_survivor_sends(sa::cut_of(pick, fine_hist));
   const bool hit = seeded && static_cast<std::int64_t>(pick.bin) == seed_bin;
   seed_bin = pick.bin;
   if (!hit) return post_histogram(true);
   // The k-th largest is in the bin the last exchange picked: its fine histogram came along,
   // the same one a second round would sum.
   fine_hist.assign(first_round.begin() + bins, first_round.end());
-  post_survivor_sends(sa::threshold_key(pick, fine_hist));
+  post_survivor_sends(sa::cut_of(pick, fine_hist));
 }
 
 void SparseAllreduce::Impl::post_histogram(bool fine) {
@@ -132,8 +132,11 @@ void SparseAllreduce::Impl::post_histogram(bool fine) {
   phase = fine ? Phase::fine : Phase::coarse;
 }
 
-void SparseAllreduce::Impl::post_survivor_sends(std::uint32_t threshold) {
-  sa::select_at_or_above(reduced, threshold, local);
+void SparseAllreduce::Impl::post_survivor_sends(const sparse_allreduce::Cut& cut) {
+  // This region's share of the threshold bin's ties: the survivors of all regions number at
+  // most k + P - 1 (max_survivors), so the buffers that receive them do not grow as P k.
+  // The owner alone decides for its region; the others receive its choice.
+  sa::select_cut(reduced, cut, local, fold_scratch);
   if (compact()) round_local();
   local_count = static_cast<int>(local.size());
   ++stats.rounds;
@@ -205,7 +208,7 @@ void SparseAllreduce::Impl::advance() {
       after_first_histograms();
       break;
     case Phase::fine:
-      post_survivor_sends(sa::threshold_key(pick, fine_hist));
+      post_survivor_sends(sa::cut_of(pick, fine_hist));
       break;
     case Phase::gather:
       finish();

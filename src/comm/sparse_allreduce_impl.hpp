@@ -121,11 +121,12 @@ struct SparseAllreduce::Impl {
   }
 
   /// Room for an exchange of uniform pairs, so that a warm exchange does not allocate (a
-  /// progress thread's iteration must not), none of it growing with P: a region receives
+  /// progress thread's iteration must not), none of it growing as P k: a region receives
   /// about k pairs (the permutation spreads them), in a window of 2 k, and holds at most its
-  /// n / P distinct sums; about k survive in all. More only where the pairs pile into one
-  /// region (the vectors grow once, to at most the region's size). Elements of each vector's
-  /// type; room_items() adds them up, so the footprint is what reserve() takes.
+  /// n / P distinct sums; at most k + P - 1 survive in all (the threshold bin's ties cut,
+  /// max_survivors()). More only where the pairs pile into one region (the vectors grow once,
+  /// to at most the region's size). Elements of each vector's type; room_items() adds them
+  /// up, so the footprint is what reserve() takes.
   struct Room {
     std::size_t k = 0, window = 1, sums = 0, survivors = 0, received = 0, keys = 0, dropped = 0;
     std::size_t send_words = 0, recv_words = 0, local_words = 0, gather_words = 0;
@@ -134,7 +135,8 @@ struct SparseAllreduce::Impl {
       window = static_cast<std::size_t>(SparseAllreduce::window_pairs(k_));
       const auto region = static_cast<std::size_t>(n / static_cast<std::uint64_t>(size) + 1);
       sums = std::min(region, 2 * window);
-      survivors = static_cast<std::size_t>(std::min<std::uint64_t>(n, 2 * k_));
+      survivors = static_cast<std::size_t>(
+          sparse_allreduce::max_survivors(n, k_, static_cast<std::uint64_t>(size)));
       // The window (decoded compact blocks take at most two pairs a word), and the scratch of
       // finish()'s sort of dropped() (compact: k + sums) and of the survivors.
       received = std::max({compact ? 2 * window : window, k + sums, survivors});
@@ -198,9 +200,10 @@ struct SparseAllreduce::Impl {
   void post_histogram(bool fine);
   void after_first_histograms();  // every rank's error reported, or the threshold, or the fine
                                   // histogram of another bin
-  void post_survivor_sends(std::uint32_t threshold);  // this region's survivors to every peer
-  void post_survivor_receives();                      // step 3's probed messages
-  void unpermute(std::vector<SparsePair>& pairs);     // back to indices, sorted by index
+  void post_survivor_sends(const sparse_allreduce::Cut& cut);  // this region's survivors to
+                                                               // every peer
+  void post_survivor_receives();                               // step 3's probed messages
+  void unpermute(std::vector<SparsePair>& pairs);              // back to indices, sorted by index
   void finish();
   void advance();  // the requests of `phase` are complete: post the next step
 

@@ -189,14 +189,72 @@ CoarsePick pick_coarse(const std::vector<std::int64_t>& coarse_hist, std::uint64
   return pick;
 }
 
-std::uint32_t threshold_key(const CoarsePick& pick, const std::vector<std::int64_t>& fine_hist) {
-  if (pick.keep_all) return 0;
-  if (pick.keep_none) return 0xffffffffu;  // above every key (keys have no sign bit)
+Cut cut_of(const CoarsePick& pick, const std::vector<std::int64_t>& fine_hist) {
+  Cut cut;  // keep_all: key = whole = 0, every entry survives
+  if (pick.keep_all) return cut;
+  if (pick.keep_none) {  // above every key (keys have no sign bit)
+    cut.key = cut.whole = 0xffffffffu;
+    return cut;
+  }
   std::int64_t above = 0;
   const int fine = pick_bin(fine_hist, pick.want_in_bin, above);
-  // The coarse bin holds at least want_in_bin entries, so fine >= 0; 0 guards a peer's bug.
-  const auto f = static_cast<std::uint32_t>(std::max(0, fine));
-  return (pick.bin << coarse_shift) | (f << fine_shift);
+  if (fine < 0) {  // the coarse bin holds want_in_bin entries: only a peer's bug gets here
+    cut.key = cut.whole = pick.bin << coarse_shift;
+    return cut;
+  }
+  cut.key = (pick.bin << coarse_shift) | (static_cast<std::uint32_t>(fine) << fine_shift);
+  cut.whole = cut.key + (1u << fine_shift);  // at most 2^31: the keys have no sign bit
+  cut.in_bin = fine_hist[static_cast<std::size_t>(fine)];
+  cut.needed = pick.want_in_bin - above;
+  return cut;
+}
+
+std::uint32_t threshold_key(const CoarsePick& pick, const std::vector<std::int64_t>& fine_hist) {
+  return cut_of(pick, fine_hist).key;
+}
+
+std::int64_t region_quota(const Cut& cut, std::int64_t mine) {
+  if (mine <= 0 || cut.needed <= 0) return 0;
+  // in_bin counts distinct indices of a group of at most 2^32: needed < in_bin <= 2^32 and
+  // m <= in_bin keep needed * m + in_bin - 1 below 2^64. Past that only a peer's bug: all.
+  if (cut.needed >= cut.in_bin || cut.in_bin > (std::int64_t{1} << 32)) return mine;
+  const auto in_bin = static_cast<std::uint64_t>(cut.in_bin);
+  const auto m = static_cast<std::uint64_t>(std::min(mine, cut.in_bin));
+  const std::uint64_t q = (static_cast<std::uint64_t>(cut.needed) * m + in_bin - 1) / in_bin;
+  return std::min(mine, static_cast<std::int64_t>(q));
+}
+
+void select_cut(const std::vector<SparsePair>& reduced, const Cut& cut,
+                std::vector<SparsePair>& out, std::vector<SparsePair>& scratch) {
+  scratch.clear();
+  for (const SparsePair& p : reduced) {
+    const std::uint32_t key = magnitude_key(p.value);
+    if (key >= cut.key && key < cut.whole) scratch.push_back(p);
+  }
+  const auto mine = static_cast<std::int64_t>(scratch.size());
+  const std::int64_t quota = region_quota(cut, mine);
+  if (quota >= mine) return select_at_or_above(reduced, cut.key, out);
+  if (quota == 0) return select_at_or_above(reduced, cut.whole, out);
+  // The largest magnitudes first, then the lower index: a total order (distinct indices), so
+  // the quota-th in-bin entry, `edge`, and those before it are the owner's one choice.
+  const auto before = [](const SparsePair& a, const SparsePair& b) {
+    const std::uint32_t ka = magnitude_key(a.value), kb = magnitude_key(b.value);
+    return ka != kb ? ka > kb : a.index < b.index;
+  };
+  const auto last = scratch.begin() + static_cast<std::ptrdiff_t>(quota - 1);
+  std::nth_element(scratch.begin(), last, scratch.end(), before);
+  const SparsePair edge = *last;
+  out.clear();
+  for (const SparsePair& p : reduced) {
+    const std::uint32_t key = magnitude_key(p.value);
+    if (key >= cut.whole || (key >= cut.key && !before(edge, p))) out.push_back(p);
+  }
+}
+
+std::uint64_t max_survivors(std::uint64_t n, std::uint64_t k, std::uint64_t ranks) {
+  if (k == 0) return 0;
+  const std::uint64_t extra = ranks > 0 ? ranks - 1 : 0;  // one ceil's rounding per region
+  return k >= n || extra >= n - k ? n : k + extra;
 }
 
 void select_at_or_above(const std::vector<SparsePair>& reduced, std::uint32_t threshold,

@@ -7,6 +7,7 @@
 // the plan order of the engine's communicator nor any order among the groups. It runs on
 // host buffers; device buffers are staged.
 #include <omgs/detail/sparse_allreduce.hpp>
+#include <omgs/detail/sparse_allreduce_steps.hpp>
 
 #include <algorithm>
 #include <climits>
@@ -58,7 +59,10 @@ class SparseAllreduceWire final : public Wire {
     // The ranks agreed on n and k (agree_on_groups): the constructor's check cannot fail.
     exchange_ = std::make_unique<SparseAllreduce>(
         SparseAllreduce::SharedComm{ctx.phased_comm, ctx.tag_base}, n_, k_, pair_wire_);
-    capacity_ = k_ * static_cast<std::size_t>(ranks);
+    // GroupBuffers' sizes: the survivors of all regions (the threshold bin's ties cut), and
+    // with a compact wire this rank's pairs plus its region's survivors' rounding errors.
+    capacity_ = static_cast<std::size_t>(
+        sparse_allreduce::max_survivors(n_, k_, static_cast<std::uint64_t>(ranks)));
     dropped_capacity_ = pair_wire_ == PairWire::pairs8 ? k_ : k_ + capacity_;
     // What arrives is the exchange's own (survivors, dropped): only the send side mirrors.
     buffers_.init(staging, k_, 0);
@@ -92,7 +96,7 @@ class SparseAllreduceWire final : public Wire {
     }
     const auto& survivors = exchange_->survivors();
     const auto& dropped = exchange_->dropped();
-    // The survivors are among the P ranks' pairs (<= P k), the dropped among ours (<= k)
+    // The survivors are at most k + P - 1 (max_survivors), the dropped among ours (<= k)
     // and, with a compact wire, our region's survivors.
     if (survivors.size() > capacity_ || dropped.size() > dropped_capacity_)
       return fail("omgs: sparse allreduce: " + std::to_string(survivors.size()) + " survivors or " +

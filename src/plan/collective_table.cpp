@@ -66,22 +66,29 @@ CollectiveRow allreduce_row() {
   return r;
 }
 
+// The most survivors of a sparse allreduce over all regions (detail::sparse_allreduce::
+// max_survivors): k + P - 1, the threshold bin's ties cut by region, at most n.
+double sparse_allreduce_survivors(std::uint64_t n, int p, double d) {
+  const double k = k_of(n, d);
+  return k == 0.0 ? 0.0 : std::min(static_cast<double>(n), k + (std::max(p, 1) - 1.0));
+}
+
 // The 8-byte items detail::SparseAllreduce reserves with 8-byte pairs (its Room, which
 // SparseAllreduce::room_items sums; the plan module has no MPI, so the formula is repeated
 // here and a runtime test holds the two equal): this rank's pairs three times, the window
 // (2 k) and its sort keys, the received / sort scratch, the region's sums three times (at
-// most min(n / P + 1, 4 k)), about 2 k survivors, k dropped. The same at any P.
+// most min(n / P + 1, 4 k)), the k + P - 1 survivors, k dropped: O(k + P).
 double sparse_allreduce_room(std::uint64_t n, int p, double d) {
   const double k = k_of(n, d), window = std::max(1.0, 2.0 * k);
   const double region = std::floor(static_cast<double>(n) / p) + 1.0;
   const double sums = std::min(region, 2.0 * window);
-  const double survivors = std::min(static_cast<double>(n), 2.0 * k);
+  const double survivors = sparse_allreduce_survivors(n, p, d);
   const double received = std::max({window, k + sums, survivors});
   return 3.0 * k + received + 3.0 * sums + survivors + k + window;
 }
 
-// detail::SparseAllreduce (docs/comm.md): the exchange's k pairs and room for P k survivors,
-// k dropped, and the engine's room (exchange_sparse_allreduce.cpp's footprint).
+// detail::SparseAllreduce (docs/comm.md): the exchange's k pairs and room for its k + P - 1
+// survivors, k dropped, and the engine's room (exchange_sparse_allreduce.cpp's footprint).
 CollectiveRow sparse_allreduce_row() {
   CollectiveRow r;
   r.name = "sparse_allreduce";
@@ -97,7 +104,7 @@ CollectiveRow sparse_allreduce_row() {
   };
   r.memory_bytes = [](std::uint64_t n, int p, double d) {
     const double k = k_of(n, d);
-    return 8.0 * (k * (1.0 + p) + k + sparse_allreduce_room(n, p, d));
+    return 8.0 * (k + sparse_allreduce_survivors(n, p, d) + k + sparse_allreduce_room(n, p, d));
   };
   r.max_mpi_count = pairs_of;
   r.fit_bytes = [](std::uint64_t n, int p, double d, double pair_bytes) {

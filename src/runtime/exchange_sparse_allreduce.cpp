@@ -14,6 +14,7 @@
 
 #include <omgs/detail/kokkos_helpers.hpp>
 #include <omgs/detail/sparse_allreduce.hpp>
+#include <omgs/detail/sparse_allreduce_steps.hpp>
 
 #include "runtime/exchange_topk.hpp"
 
@@ -25,12 +26,12 @@ class SparseAllreduceExchange final : public TopkExchange {
  public:
   SparseAllreduceExchange(GroupSlice slice, double density, ExchangeContext& ctx)
       : TopkExchange(std::move(slice), density, ctx) {
-    // The survivors are among the P ranks' pairs: at most P k.
-    recv_ = kernels::PairView("omgs::sparse_allreduce_survivors",
-                              k_ * static_cast<std::size_t>(ctx.ranks));
-    // This rank's pairs, and with a compact wire its region's rounding errors (<= P k).
-    const std::size_t back =
-        ctx.pair_wire == PairWire::pairs8 ? k_ : k_ * (1 + static_cast<std::size_t>(ctx.ranks));
+    // The survivors of every region: at most k + P - 1, the threshold bin's ties cut.
+    const auto survivors = static_cast<std::size_t>(
+        sparse_allreduce::max_survivors(slice_.numel, k_, static_cast<std::uint64_t>(ctx.ranks)));
+    recv_ = kernels::PairView("omgs::sparse_allreduce_survivors", survivors);
+    // This rank's pairs, and with a compact wire its region's survivors' rounding errors.
+    const std::size_t back = ctx.pair_wire == PairWire::pairs8 ? k_ : k_ + survivors;
     dropped_ = kernels::PairView("omgs::sparse_allreduce_dropped", back);
   }
 
@@ -90,22 +91,22 @@ class SparseAllreduceExchange final : public TopkExchange {
   }
 
  private:
-  kernels::PairView recv_, dropped_;  // P * k survivors, k (+ P k) to take back
+  kernels::PairView recv_, dropped_;  // S = min(n, k + P - 1) survivors, k (+ S) to take back
   GroupStats last_;                   // the engine's cumulative counts at the last completion
 };
 
 }  // namespace
 
-/// This exchange's pairs (this rank's k, room for P k survivors), its dropped pairs (k, and
-/// with a compact pair wire P k more for its region's rounding errors), and the engine's
-/// exchange (SparseAllreduce::room_items: its window, the region's sums, about k survivors;
-/// the same at any P). The survivors' and the compact dropped buffers still grow with P
-/// (docs/comm.md, "Memory independent of P").
+/// This exchange's pairs (this rank's k, room for S = min(n, k + P - 1) survivors), its
+/// dropped pairs (k, and with a compact pair wire S more for its region's rounding errors),
+/// and the engine's exchange (SparseAllreduce::room_items: its window, the region's sums, the
+/// S survivors): O(k + P) per rank, never P k (docs/comm.md, "Memory independent of P").
 std::uint64_t sparse_allreduce_footprint(std::uint64_t n, std::uint64_t k, std::uint64_t ranks,
                                          PairWire wire) {
-  const std::uint64_t dropped = wire == PairWire::pairs8 ? k : k * (1 + ranks);
+  const std::uint64_t survivors = sparse_allreduce::max_survivors(n, k, ranks);
+  const std::uint64_t dropped = wire == PairWire::pairs8 ? k : k + survivors;
   const int p = static_cast<int>(std::min<std::uint64_t>(ranks, INT_MAX));
-  return k * (1 + ranks) + dropped + SparseAllreduce::room_items(n, k, p, wire);
+  return k + survivors + dropped + SparseAllreduce::room_items(n, k, p, wire);
 }
 
 std::unique_ptr<GroupExchange> make_sparse_allreduce_exchange(GroupSlice slice, double density,

@@ -36,9 +36,9 @@ using omgs_test::world_size;
 
 /// Checks one completed exchange of `mine` against the reference: the same sums (bit for
 /// bit: the same additions in the same order), a threshold (every survivor's magnitude above
-/// every dropped sum's), at least min(k, distinct) survivors and at most those of the k-th
-/// largest's fine bin more; dropped() exactly the own pairs not among them; the same
-/// result on every rank.
+/// every dropped sum's, but for the ties of one fine bin, which the regions share), at least
+/// min(k, distinct) survivors and at most k + P - 1, the extra ones in the k-th largest's fine
+/// bin; dropped() exactly the own pairs not among them; the same result on every rank.
 void check_result(const SparseAllreduce& ex, const std::vector<SparsePair>& mine, std::uint64_t k) {
   std::vector<SparsePair> all = all_pairs(mine), reference;
   sa::reduce_by_index(all, reference);
@@ -61,7 +61,10 @@ void check_result(const SparseAllreduce& ex, const std::vector<SparsePair>& mine
   }
   std::sort(keys.rbegin(), keys.rend());
   CHECK(got.size() >= std::min<std::size_t>(k, reference.size()));
-  if (!got.empty() && got.size() < reference.size()) CHECK(min_kept > max_dropped);
+  CHECK(got.size() <= sa::max_survivors(reference.size(), k, world_size()));
+  // A dropped sum above a kept one only within the threshold's fine bin (cut by region).
+  if (!got.empty() && got.size() < reference.size())
+    CHECK((max_dropped >> sa::fine_shift) <= (min_kept >> sa::fine_shift));
   if (k > 0 && got.size() > k)  // overshoot only by ties of the k-th largest's fine bin
     CHECK((min_kept >> sa::fine_shift) == (keys[k - 1] >> sa::fine_shift));
   std::vector<SparsePair> expect_dropped;
@@ -150,6 +153,43 @@ TEST_CASE("sparse allreduce: the last exchange's bin seeds the fine histogram, s
   run(all, mine);
   check_result(all, mine, 400 * static_cast<std::uint64_t>(p) + 1);
   CHECK(all.stats().rounds == 3);
+}
+
+TEST_CASE("sparse allreduce: sums tied at the threshold, at most k + P - 1 survive") {
+  // Every sum of the same magnitude (rank r's pairs at indices j P + r, or every rank's at
+  // the same indices), or mostly zeros with k above the nonzero sums: one fine bin holds
+  // them all, so without the cut every one of them survives (up to P k).
+  const int r = world_rank(), p = world_size();
+  const std::uint32_t n = 100000;
+  const auto P = static_cast<std::uint32_t>(p);
+  for (int kind = 0; kind < 3; ++kind) {
+    const std::uint64_t k = kind == 2 ? 100 : 50;
+    INFO("kind " << kind << ", ranks " << p);
+    SparseAllreduce ex(MPI_COMM_WORLD, n, k);
+    for (int it = 0; it < 2; ++it) {  // the second exchange's fine histogram comes seeded
+      std::vector<SparsePair> mine;
+      for (std::uint32_t j = 0; j < 300; ++j) {
+        const std::uint32_t i = kind == 1 ? 7 * j : j * P + static_cast<std::uint32_t>(r);
+        const float v = kind == 2 ? (j < 3 ? 2.0f + static_cast<float>(r) : 0.0f) : 0.75f;
+        mine.push_back({i, j % 2 ? -v : v});
+      }
+      run(ex, mine);
+      check_result(ex, mine, k);
+      const std::size_t distinct = kind == 1 ? 300 : 300 * static_cast<std::size_t>(p);
+      CHECK(ex.survivors().size() >= k);
+      CHECK(ex.survivors().size() <= std::min<std::size_t>(distinct, k + P - 1));
+      // Every index's sum: the survivor's, or every rank's dropped pair back, exactly.
+      std::vector<double> back(n, 0.0), pairs(n, 0.0);
+      for (const SparsePair& q : ex.dropped()) back[q.index] = q.value;
+      for (const SparsePair& q : mine) pairs[q.index] = q.value;
+      MPI_Allreduce(MPI_IN_PLACE, back.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                    MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                    MPI_COMM_WORLD);
+      for (const SparsePair& q : ex.survivors()) back[q.index] += q.value;
+      CHECK(back == pairs);
+    }
+  }
 }
 
 TEST_CASE("sparse allreduce: a hot region's P k pairs held in a window of O(k), any P") {

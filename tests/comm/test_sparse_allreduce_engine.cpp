@@ -7,6 +7,7 @@
 // rank's dropped pairs hold all the mass. Disagreement on a group's collective and a rank
 // that never submits end in the engine's named errors.
 #include <omgs/detail/sparse_allreduce.hpp>
+#include <omgs/detail/sparse_allreduce_steps.hpp>
 
 #include <mpi.h>
 
@@ -52,8 +53,10 @@ struct SaGroup {
   omgs::PairWire wire = omgs::PairWire::pairs8;
   GroupBuffers buffers(int P) {
     send.resize(k);
-    recv.resize(k * static_cast<std::size_t>(P));
-    // A compact wire's dropped pairs add this region's rounding errors (<= P k).
+    // GroupBuffers' sizes exactly: the most survivors (the threshold bin's ties cut), and
+    // with a compact wire this region's survivors' rounding errors too.
+    recv.resize(static_cast<std::size_t>(
+        omgs::detail::sparse_allreduce::max_survivors(n, k, static_cast<std::uint64_t>(P))));
     dropped.resize(wire == omgs::PairWire::pairs8 ? k : k + recv.size());
     GroupBuffers b{send.data(), recv.data(), k};
     b.kind = omgs::WireKind::sparse_allreduce;

@@ -238,3 +238,126 @@ TEST_CASE("not_among returns the own pairs whose index did not survive") {
   CHECK(out[1].index == 9);
   CHECK(out[1].value == 3.0f);
 }
+
+TEST_CASE("region_quota shares the needed ties by region: at most needed + P - 1 in all") {
+  sa::Cut cut;
+  cut.needed = 3;
+  cut.in_bin = 10;
+  CHECK(sa::region_quota(cut, 0) == 0);
+  CHECK(sa::region_quota(cut, 4) == 2);  // ceil(3 * 4 / 10)
+  CHECK(sa::region_quota(cut, 3) == 1);  // ceil(0.9)
+  CHECK(sa::region_quota(cut, 10) == 3);
+  // Every split of 10 in-bin entries over up to 8 regions: needed <= sum <= needed + P - 1.
+  std::mt19937 gen(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int regions = 1 + trial % 8;
+    std::vector<std::int64_t> mine(static_cast<std::size_t>(regions), 0);
+    cut.in_bin = 1 + trial;
+    cut.needed = 1 + trial % cut.in_bin;
+    for (std::int64_t e = 0; e < cut.in_bin; ++e) ++mine[gen() % mine.size()];
+    std::int64_t sum = 0;
+    for (const std::int64_t m : mine) {
+      CHECK(sa::region_quota(cut, m) <= m);
+      sum += sa::region_quota(cut, m);
+    }
+    CHECK(sum >= cut.needed);
+    CHECK(sum <= cut.needed + regions - 1);
+  }
+  cut.needed = cut.in_bin = 7;  // every in-bin entry needed: all of them
+  CHECK(sa::region_quota(cut, 5) == 5);
+  // The largest counts a group of 2^32 elements has: no overflow.
+  cut.in_bin = std::int64_t{1} << 32;
+  cut.needed = cut.in_bin - 1;
+  CHECK(sa::region_quota(cut, cut.in_bin) == cut.needed);
+  CHECK(sa::region_quota(cut, 1) == 1);
+}
+
+TEST_CASE("select_cut: equal magnitudes in every region keep k + P - 1 at most, lowest first") {
+  // 8 regions of 1000 sums each, every magnitude 1.0 (signs alternate): one fine bin holds
+  // them all. The histograms summed as the ranks sum them.
+  const int regions = 8;
+  std::vector<std::vector<SparsePair>> region(regions);
+  for (int r = 0; r < regions; ++r)
+    for (std::uint32_t i = 0; i < 1000; ++i)
+      region[static_cast<std::size_t>(r)].push_back(
+          {static_cast<std::uint32_t>(r) * 1000 + i, i % 2 ? -1.0f : 1.0f});
+  region[3].resize(10);  // uneven regions: 10 in-bin entries there
+  std::vector<SparsePair> scratch;
+  for (std::uint64_t k : {1ull, 7ull, 100ull, 5000ull, 7010ull}) {
+    INFO("k " << k);
+    std::vector<std::int64_t> coarse(sa::hist_bins, 0), fine(sa::hist_bins, 0), h;
+    for (const auto& reduced : region) {
+      sa::histogram(reduced, false, 0, h);
+      for (int b = 0; b < sa::hist_bins; ++b) coarse[b] += h[b];
+    }
+    const sa::CoarsePick pick = sa::pick_coarse(coarse, k);
+    for (const auto& reduced : region) {
+      sa::histogram(reduced, true, pick.bin, h);
+      for (int b = 0; b < sa::hist_bins; ++b) fine[b] += h[b];
+    }
+    const sa::Cut cut = sa::cut_of(pick, fine);
+    CHECK(cut.key == sa::magnitude_key(1.0f) >> sa::fine_shift << sa::fine_shift);
+    CHECK(cut.whole == cut.key + (1u << sa::fine_shift));
+    CHECK(cut.in_bin == 7010);
+    CHECK(cut.needed == static_cast<std::int64_t>(k));
+    std::size_t total = 0;
+    for (const auto& reduced : region) {
+      std::vector<SparsePair> kept;
+      sa::select_cut(reduced, cut, kept, scratch);
+      CHECK(static_cast<std::int64_t>(kept.size()) ==
+            sa::region_quota(cut, static_cast<std::int64_t>(reduced.size())));
+      for (std::size_t i = 0; i < kept.size(); ++i)  // ties: the lowest indices, in order
+        CHECK(kept[i].index == reduced[i].index);
+      total += kept.size();
+    }
+    CHECK(total >= k);
+    CHECK(total <= k + regions - 1);
+    CHECK(total <= sa::max_survivors(8010, k, regions));
+  }
+}
+
+TEST_CASE("select_cut keeps every entry above the fine bin and its quota's largest in it") {
+  // 5 entries above the bin; 6 in it, of three magnitudes inside the one fine bin
+  // (1.0 and the next floats: 2^-23 apart, the bin is 2^-12 wide); some below.
+  const float one = 1.0f, up1 = std::nextafter(one, 2.0f), up2 = std::nextafter(up1, 2.0f);
+  std::vector<SparsePair> reduced = {{0, one},   {1, 4.0f}, {2, -up2}, {3, 0.5f}, {4, one},
+                                     {5, 3.0f},  {6, up1},  {7, 5.0f}, {8, -up2}, {9, 0.25f},
+                                     {10, 6.0f}, {11, one}, {12, 7.0f}};
+  std::vector<std::int64_t> coarse, fine;
+  sa::histogram(reduced, false, 0, coarse);
+  const sa::CoarsePick pick = sa::pick_coarse(coarse, 8);  // 5 above, 3 of the 6 ties
+  sa::histogram(reduced, true, pick.bin, fine);
+  const sa::Cut cut = sa::cut_of(pick, fine);
+  CHECK(cut.in_bin == 6);
+  CHECK(cut.needed == 3);
+  CHECK(cut.key == sa::threshold_key(pick, fine));
+  std::vector<SparsePair> kept, scratch;
+  sa::select_cut(reduced, cut, kept, scratch);  // one region: its quota is exactly 3
+  std::vector<std::uint32_t> idx;
+  for (const SparsePair& p : kept) idx.push_back(p.index);
+  // The two up2 (2, 8), then up1 (6): the largest in the bin; the 1.0s (0, 4, 11) stay.
+  CHECK(idx == std::vector<std::uint32_t>{1, 2, 5, 6, 7, 8, 10, 12});
+  // The same with the whole bin needed: every tie kept, as select_at_or_above does.
+  const sa::CoarsePick all = sa::pick_coarse(coarse, 11);
+  sa::histogram(reduced, true, all.bin, fine);
+  sa::select_cut(reduced, sa::cut_of(all, fine), kept, scratch);
+  std::vector<SparsePair> at_or_above;
+  sa::select_at_or_above(reduced, sa::threshold_key(all, fine), at_or_above);
+  CHECK(kept.size() == 11u);
+  CHECK(at_or_above.size() == 11u);
+  // keep_all and keep_none.
+  sa::select_cut(reduced, sa::cut_of(sa::pick_coarse(coarse, 100), fine), kept, scratch);
+  CHECK(kept.size() == reduced.size());
+  sa::select_cut(reduced, sa::cut_of(sa::pick_coarse(coarse, 0), fine), kept, scratch);
+  CHECK(kept.empty());
+}
+
+TEST_CASE("max_survivors is min(n, k + P - 1), 0 for k = 0") {
+  CHECK(sa::max_survivors(100, 0, 8) == 0u);
+  CHECK(sa::max_survivors(100, 10, 1) == 10u);
+  CHECK(sa::max_survivors(100, 10, 8) == 17u);
+  CHECK(sa::max_survivors(12, 10, 8) == 12u);
+  CHECK(sa::max_survivors(5, 10, 1) == 5u);
+  CHECK(sa::max_survivors(1ull << 32, 1, 4096) == 4096u);
+  CHECK(sa::max_survivors(UINT64_MAX, UINT64_MAX - 1, 4096) == UINT64_MAX);
+}

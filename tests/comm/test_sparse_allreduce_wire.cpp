@@ -59,7 +59,9 @@ Reference reference_of(const std::vector<SparsePair>& mine, PairWire wire,
   const bool compact = wire != PairWire::pairs8;
   for (const SparsePair& p : mine) {
     const bool survived = ref.survivors.count(p.index) == 1;
-    if (!survived) ref.dropped[p.index] = p.value;
+    // The compact dropped() leaves out entries that would be 0 (a zero pair that did not
+    // survive); pairs8's are the pairs whole.
+    if (!survived && (!compact || p.value != 0.0f)) ref.dropped[p.index] = p.value;
     if (survived && compact && p.value != round_to_wire(wire, p.value))
       ref.dropped[p.index] = p.value - round_to_wire(wire, p.value);
   }
@@ -221,6 +223,46 @@ TEST_CASE("the sparse allreduce conserves mass over iterations of error feedback
     INFO(omgs::to_string(wire) << ", ranks " << p << ", mass " << mass);
     CHECK(worst < 1e-3);  // float sums of ~30 values of magnitude ~10
   }
+}
+
+TEST_CASE("sums tied at the threshold: at most k + P - 1 survive, mass exact, every wire") {
+  // Every sum of one magnitude (1 + 2^-20: bf16 and fp16 round it, so the rounding errors
+  // travel too), at disjoint indices or the same ones on every rank, or mostly zeros with k
+  // above the nonzero sums: without the cut every tie survives (up to P k).
+  const int r = world_rank(), p = world_size();
+  const std::uint32_t n = 100000;
+  const auto P = static_cast<std::uint32_t>(p);
+  const float v = 1.0f + std::ldexp(1.0f, -20);
+  for (const PairWire wire : all_wires)
+    for (int kind = 0; kind < 3; ++kind) {
+      const std::uint64_t k = kind == 2 ? 100 : 50;
+      INFO(omgs::to_string(wire) << ", kind " << kind << ", ranks " << p);
+      SparseAllreduce ex(MPI_COMM_WORLD, n, k, wire);
+      for (int it = 0; it < 2; ++it) {
+        std::vector<SparsePair> mine;
+        for (std::uint32_t j = 0; j < 300; ++j) {
+          const std::uint32_t i = kind == 1 ? 7 * j : j * P + static_cast<std::uint32_t>(r);
+          const float x = kind == 2 ? (j < 3 ? v + static_cast<float>(r) : 0.0f) : v;
+          mine.push_back({i, j % 2 ? -x : x});
+        }
+        check_against_reference(ex, mine, wire);
+        const std::size_t distinct = kind == 1 ? 300 : 300 * static_cast<std::size_t>(p);
+        CHECK(ex.survivors().size() >= k);
+        CHECK(ex.survivors().size() <= std::min<std::size_t>(distinct, k + P - 1));
+        CHECK(ex.survivors().size() <= sa::max_survivors(n, k, P));
+        // Summed over ranks, the dropped pairs and the survivors are the pairs, exactly (every
+        // value and error here is exact in double).
+        std::vector<double> back(n, 0.0), pairs(n, 0.0);
+        for (const SparsePair& q : ex.dropped()) back[q.index] = q.value;
+        for (const SparsePair& q : mine) pairs[q.index] = q.value;
+        MPI_Allreduce(MPI_IN_PLACE, back.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                      MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                      MPI_COMM_WORLD);
+        for (const SparsePair& q : ex.survivors()) back[q.index] += q.value;
+        CHECK(back == pairs);
+      }
+    }
 }
 
 TEST_CASE("the compact sparse allreduce sends fewer bytes per pair") {

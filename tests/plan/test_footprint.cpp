@@ -49,13 +49,15 @@ TEST_CASE("a plan's memory per rank is each group's row at P", "[plan][footprint
     CHECK(b[0] == 8.0 * 300 * (1 + p));
     // The dense allreduce: the group's floats sent and received.
     CHECK(b[1] == 8.0 * 5000);
-    // The sparse allreduce: k (1 + P) pairs, k dropped, and the engine's room: 3 k own, the
-    // window's 2 k keys, the received scratch, 3 x the region's sums (at most n / P + 1),
-    // 2 k survivors, k dropped (tests/plan/test_collective_table.cpp by hand).
+    // The sparse allreduce: k pairs sent, S = k + P - 1 survivors (the threshold bin's ties
+    // cut, at most n), k dropped, and the engine's room: 3 k own, the window's 2 k keys, the
+    // received scratch, 3 x the region's sums (at most n / P + 1), S survivors, k dropped
+    // (tests/plan/test_collective_table.cpp by hand). Not P k.
     const double sums = std::min(100000.0 / p + 1.0, 4000.0);
-    const double room =
-        3000.0 + std::max(2000.0, 1000.0 + std::floor(sums)) + 3.0 * std::floor(sums) + 5000.0;
-    CHECK(b[2] == 8.0 * (1000.0 * (1 + p) + 1000 + room));
+    const double s = std::min(100000.0, 1000.0 + p - 1);
+    const double room = 3000.0 + std::max({2000.0, 1000.0 + std::floor(sums), s}) +
+                        3.0 * std::floor(sums) + s + 3000.0;
+    CHECK(b[2] == 8.0 * (1000.0 + s + 1000 + room));
   }
   CHECK(omgs::group_memory_bytes(omgs::Plan{}, 4, d).empty());
 }

@@ -3,6 +3,7 @@
 // is refused naming its group, and the trace names each group's exchange by its collective.
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <random>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <omgs/detail/sparse_allreduce.hpp>
+#include <omgs/detail/sparse_allreduce_steps.hpp>
 #include <omgs/runtime.hpp>
 
 #include "omgs_catch.hpp"
@@ -143,11 +145,26 @@ TEST_CASE(
       CHECK(8.0 * static_cast<double>(exchange_footprint(omgs::Collective::sparse_allreduce, n, k,
                                                          static_cast<std::uint64_t>(p), fp32)) ==
             omgs::group_memory_bytes(plan, p, d)[0]);
-      // The engine's part: at most 25 k items (+1: k = 1's window), none of it P k.
+      // The engine's part: 23 k items (+1: k = 1's window) and its S = min(n, k + P - 1)
+      // survivors (twice where S passes the received scratch's 5 k), none of it P k.
+      const auto P = static_cast<std::uint64_t>(p);
+      const std::uint64_t s = omgs::detail::sparse_allreduce::max_survivors(n, k, P);
+      CHECK(s == std::min(n, k + P - 1));
       const std::uint64_t room =
           omgs::detail::SparseAllreduce::room_items(n, k, p, omgs::PairWire::pairs8);
-      CHECK(room <= 25 * k + 8);
-      if (n / static_cast<std::uint64_t>(p) >= 4 * k) CHECK(room == 25 * k);
+      CHECK(room <= 23 * k + 8 + 2 * s);
+      if (n / P >= 4 * k && s <= 5 * k) CHECK(room == 23 * k + s);
+      // Per-rank memory grows with P by a few items a rank, not by k a rank as P k survivors
+      // did: the survivors' bound in three buffers (the runtime's, the exchange's, its sort
+      // scratch); with the compact format also the dropped buffer and 12 words of block
+      // headers and counts a peer (steps 1 and 3).
+      for (const auto wire : {omgs::PairWire::pairs8, omgs::PairWire::bf16}) {
+        const omgs::detail::WireFormats f{wire, omgs::DenseWire::fp32};
+        const auto at = [&](std::uint64_t ranks) {
+          return exchange_footprint(omgs::Collective::sparse_allreduce, n, k, ranks, f);
+        };
+        CHECK(at(P) <= at(1) + (wire == omgs::PairWire::pairs8 ? 3 : 10) * (P - 1));
+      }
     }
   }
 }

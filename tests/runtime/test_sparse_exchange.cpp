@@ -191,6 +191,59 @@ TEST_CASE("sparse allreduce exchange: no gradient mass is lost over many iterati
   }
 }
 
+TEST_CASE("sparse allreduce exchange: tied sums keep at most k + P - 1 survivors, no mass lost",
+          "[runtime][sparse_allreduce]") {
+  // Kind 0: rank r's gradient is +-P/4 at the entries i = r mod P, 0 elsewhere: each rank
+  // selects k entries of its own, so P k distinct sums tie at one magnitude (after error
+  // feedback at 2 P/4, 3 P/4, ...), all of which survived without the cut and overflow the
+  // survivors' buffer of k + P - 1 pairs. Kind 1: zeros but for two entries a rank, k above
+  // the nonzero sums: the selected zeros tie. Every value and sum is exact in bf16.
+  const int me = world_rank(), P = world_size();
+  using W = omgs::PairWire;
+  for (const auto& [planner, wire] : {std::make_pair(omgs::Planner::layerwise, W::pairs8),
+                                      std::make_pair(omgs::Planner::mgs, W::bf16)})
+    for (int kind = 0; kind < 2; ++kind) {
+      INFO(omgs::to_string(wire) << ", kind " << kind << ", ranks " << P);
+      omgs::RuntimeOptions opt = sar_options(0.01, wire);
+      opt.planner = planner;
+      opt.refit_iterations = 0;  // one plan: group_k(g) stays the plan's
+      omgs::Runtime rt(MPI_COMM_WORLD, test_layers(), opt);
+      omgs_test::MassLedger books(rt);
+      std::vector<float> g;
+      for (int it = 0; it < 4; ++it) {
+        for (std::size_t l = rt.num_layers(); l-- > 0;) {
+          g.assign(rt.layers()[l].numel, 0.0f);
+          for (std::size_t i = static_cast<std::size_t>(me); i < g.size(); i += P) {
+            const std::size_t j = i / static_cast<std::size_t>(P);
+            if (kind == 0) g[i] = (j % 2 ? -0.25f : 0.25f) * static_cast<float>(P);
+            if (kind == 1 && j < 2) g[i] = 1.0f + static_cast<float>(me);
+          }
+          copy_to(rt.gradient(l), g);
+          books.add_gradient(l, g);
+          REQUIRE(rt.ready(l) == omgs::Status::ok);
+        }
+        REQUIRE(rt.finish().status == omgs::Status::ok);
+        books.add_applied(rt);
+        for (std::size_t gi = 0; gi < rt.plan().groups.size(); ++gi) {
+          const omgs::Group& gr = rt.plan().groups[gi];
+          REQUIRE(gr.collective == omgs::Collective::sparse_allreduce);
+          const std::vector<float> agg = group_values(rt, gr, true);
+          const auto nonzero = static_cast<std::size_t>(
+              std::count_if(agg.begin(), agg.end(), [](float x) { return x != 0.0f; }));
+          CHECK(same_on_every_rank(agg));
+          // Kind 0's sums are never 0: the aggregate's nonzero entries are the survivors.
+          CHECK(nonzero <= rt.group_k(gi) + static_cast<std::size_t>(P) - 1);
+          if (kind == 0) CHECK(nonzero >= std::min<std::size_t>(rt.group_k(gi), agg.size()));
+        }
+      }
+      // The survivors / P are exact where P is a power of two (1 / P too).
+      std::string where;
+      const bool kept = books.conserved(rt, (P & (P - 1)) == 0 ? 0.0 : 1e-5, where);
+      INFO(where);
+      REQUIRE(kept);
+    }
+}
+
 TEST_CASE("sparse allreduce exchange: the option is agreed and read from the environment",
           "[runtime][sparse_allreduce]") {
   const int P = world_size(), me = world_rank();

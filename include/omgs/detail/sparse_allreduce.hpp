@@ -16,7 +16,8 @@
 //      and the region's distinct entries (at most n / P), not the P k pairs it may receive;
 //   2. global selection: small histogram sums over the ranks find the magnitude above which about k
 //      of all reduced entries lie (exact to 2^-11 of the k-th magnitude): a coarse one
-//      finds the bin of the k-th largest and a fine one that bin's entries; the fine
+//      finds the bin of the k-th largest and a fine one that bin's entries, of which each
+//      region keeps its share of those still wanted (k + P - 1 survivors at most); the fine
 //      histogram of the bin the last exchange picked travels with the coarse one, so where
 //      the k-th largest stayed in that bin (a threshold that drifts slowly, as training's
 //      does) one round does, and a second (the fine histogram of the new bin) otherwise;
@@ -124,7 +125,8 @@ class OMGS_EXPORT SparseAllreduce {
   bool wait(double timeout_s);
 
   /// After completion: the surviving entries of every region, sorted by index, each the sum
-  /// over ranks; identical on every rank.
+  /// over ranks; identical on every rank; at most sparse_allreduce::max_survivors(n, k, P)
+  /// (k + P - 1), however many sums tie at the threshold.
   const std::vector<SparsePair>& survivors() const noexcept;
   /// After completion: what this rank's residual takes back. With PairWire::pairs8, its
   /// pairs whose index did not survive. With the compact format, sorted by index and
@@ -146,8 +148,9 @@ class OMGS_EXPORT SparseAllreduce {
   static std::uint64_t window_pairs(std::uint64_t k) noexcept;
   /// The 8-byte items (pairs, sort keys; 32-bit words two to an item) an exchange of a
   /// group of n elements, k selected, on `ranks` ranks reserves at set-up (its buffers; the
-  /// O(P) requests and counts left out): about 25 k with 8-byte pairs where n / P >= 4 k,
-  /// less where the regions are smaller, the same at any P. The runtime's footprint of a
+  /// O(P) requests and counts left out): 24 k + P - 1 with 8-byte pairs where n / P >= 4 k
+  /// and P <= 4 k + 1 (the k + P - 1 survivors of sparse_allreduce::max_survivors among
+  /// them), less where the regions are smaller: O(k + P), never P k. The runtime's footprint of a
   /// sparse-allreduce group adds it to its own buffers.
   static std::uint64_t room_items(std::uint64_t n, std::uint64_t k, int ranks, PairWire wire);
   /// For tests: a smaller window makes a region's messages arrive in several batches on few

@@ -5,8 +5,10 @@
 //
 // The threshold keeps about k entries of all ranks' reduced regions together: a coarse
 // histogram of |value| (agreed over ranks by an allreduce) finds the bin that holds the k-th
-// largest, a fine histogram of that bin alone finds it to 2^-11 of its magnitude, and every
-// entry at or above that bin's lower edge survives: k plus the ties of the last fine bin.
+// largest, a fine histogram of that bin alone finds it to 2^-11 of its magnitude; every
+// entry above that fine bin survives, and of the fine bin's own entries (the ties, which can
+// be every entry of a gradient of equal or zero magnitudes) each region keeps its share of
+// the number still wanted (Cut): at most k + P - 1 survivors in all.
 #pragma once
 
 #include <cstddef>
@@ -105,6 +107,37 @@ OMGS_EXPORT CoarsePick pick_coarse(const std::vector<std::int64_t>& coarse_hist,
 /// of its bin (unused where the pick keeps all or none).
 OMGS_EXPORT std::uint32_t threshold_key(const CoarsePick& pick,
                                         const std::vector<std::int64_t>& fine_hist);
+
+/// Where the survivors are cut, from the coarse pick and the fine histogram of its bin (both
+/// summed over the ranks, so the same on every rank): every entry whose key is at or above
+/// `whole` (the next fine bin's lower edge) survives, none below `key` (the threshold fine
+/// bin's lower edge); of the `in_bin` entries of every region in [key, whole), `needed`
+/// (= k minus those at or above `whole`, at least 1) are wanted. Each region's owner keeps a
+/// share of its own in-bin entries (region_quota), so that the survivors of all regions
+/// number at most k + P - 1 whatever the ties: a gradient of many equal (or zero) magnitudes
+/// puts them all in one fine bin.
+struct Cut {
+  std::uint32_t key = 0, whole = 0;
+  std::int64_t needed = 0, in_bin = 0;
+};
+OMGS_EXPORT Cut cut_of(const CoarsePick& pick, const std::vector<std::int64_t>& fine_hist);
+
+/// How many of a region's `mine` in-bin entries survive: ceil(needed * mine / in_bin) (all
+/// of them where every in-bin entry is needed). Over regions whose in-bin entries add up to
+/// in_bin, the quotas add up to at most needed + P - 1 (each ceil adds less than one, and
+/// they add an integer to the integer `needed`).
+OMGS_EXPORT std::int64_t region_quota(const Cut& cut, std::int64_t mine);
+
+/// The entries of `reduced` the cut keeps, in order: those at or above cut.whole, and of
+/// those in [cut.key, cut.whole) the region_quota() largest magnitudes (ties: the lower
+/// index first), so that the owner's choice is deterministic. `scratch` is its buffer (no
+/// allocation once it has reduced's room).
+OMGS_EXPORT void select_cut(const std::vector<SparsePair>& reduced, const Cut& cut,
+                            std::vector<SparsePair>& out, std::vector<SparsePair>& scratch);
+
+/// The most survivors an exchange of n elements, k selected, on `ranks` ranks can have over
+/// all regions: min(n, k + P - 1) (0 for k = 0); at most P k, never growing as P k does.
+OMGS_EXPORT std::uint64_t max_survivors(std::uint64_t n, std::uint64_t k, std::uint64_t ranks);
 
 /// The entries of `reduced` whose magnitude key is >= threshold, in order.
 OMGS_EXPORT void select_at_or_above(const std::vector<SparsePair>& reduced, std::uint32_t threshold,
