@@ -68,6 +68,16 @@ std::vector<Planner> loop_planners(Planner configured, const PerfModel& model,
   return out;
 }
 
+bool loop_admits(const Plan& alternative, const Plan& configured) {
+  const double t = alternative.predicted.iteration_end_s, t0 = configured.predicted.iteration_end_s;
+  if (!std::isfinite(t)) return false;
+  // choose_plan's near-tie rule: within its margin a plan that communicates far more is not
+  // one the model can call faster (hidden communication still costs the host).
+  return t < t0 * (1.0 - default_choice_margin) ||
+         alternative.predicted.comm_total_s <=
+             near_tie_comm_factor * configured.predicted.comm_total_s;
+}
+
 std::size_t loop_candidate(const std::vector<Plan>& plans, double min_gain) {
   if (plans.empty()) throw Error("omgs: the closed loop's candidate needs at least one plan");
   if (!(min_gain >= 0.0 && std::isfinite(min_gain)))
@@ -76,7 +86,8 @@ std::size_t loop_candidate(const std::vector<Plan>& plans, double min_gain) {
   std::size_t best = 0;
   for (std::size_t i = 1; i < plans.size(); ++i) {
     const double t = plans[i].predicted.iteration_end_s;
-    if (std::isfinite(t) && (best == 0 || t < plans[best].predicted.iteration_end_s)) best = i;
+    if (loop_admits(plans[i], plans[0]) && (best == 0 || t < plans[best].predicted.iteration_end_s))
+      best = i;
   }
   const double configured = plans[0].predicted.iteration_end_s;
   // The same test decide() applies to a switch: an alternative the configured planner's plan
@@ -106,7 +117,8 @@ std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain,
   std::size_t other = none;
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const double t = plans[i].predicted.iteration_end_s;
-    if (std::isfinite(t) && !same_groups(plans[i].groups, in_force) &&
+    if ((i == 0 || loop_admits(plans[i], plans[0])) && std::isfinite(t) &&
+        !same_groups(plans[i].groups, in_force) &&
         (other == none || t < plans[other].predicted.iteration_end_s))
       other = i;
   }

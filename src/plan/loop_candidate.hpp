@@ -62,8 +62,15 @@ bool sparse_only_planner(Planner planner);
 std::vector<Planner> loop_planners(Planner configured, const PerfModel& model,
                                    const PlanConfig& config);
 
+/// Whether an alternative may be the loop's candidate or exploration against the configured
+/// planner's plan: its prediction is finite, and it is predicted faster than the configured
+/// plan by more than default_choice_margin or communicates (Timeline::comm_total_s) at most
+/// near_tie_comm_factor times as much (choose_plan's near-tie rule, applied at a refit).
+bool loop_admits(const Plan& alternative, const Plan& configured);
+
 /// plans[0] is the configured planner's plan, the others the alternatives (any order,
-/// fixed on every rank). Returns the index of the alternative predicted fastest when it is
+/// fixed on every rank). Returns the index of the admitted (loop_admits) alternative
+/// predicted fastest when it is
 /// predicted at least `min_gain` (RuntimeOptions::replan_min_gain) of plans[0]'s prediction
 /// faster than plans[0]; else 0 (near-ties keep the configured planner's plan). Among
 /// alternatives predicted equally fast, the earlier. Throws omgs::Error if `plans` is
@@ -76,7 +83,8 @@ bool same_groups(const std::vector<Group>& a, const std::vector<Group>& b);
 /// The plan a refit puts to the loop's decision (loop_decision.hpp), given the plan in force
 /// (its groups, and its prediction under the same model): loop_candidate's when it differs
 /// from the plan in force and is predicted at least min_gain of in_force_s faster (decide()
-/// switches to it); otherwise the fastest predicted plan whose groups differ from the plan
+/// switches to it); otherwise the fastest predicted plan (plans[0] or an admitted one) whose
+/// groups differ from the plan
 /// in force, which decide() explores once if it is predicted within min_gain of it and
 /// otherwise keeps out: the one exploration goes to the plan predicted fastest, of any
 /// planner. Returns loop_candidate's index when no plan differs.

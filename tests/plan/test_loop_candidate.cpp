@@ -72,6 +72,29 @@ TEST_CASE("loop candidate: near-ties keep the configured planner's plan", "[plan
   CHECK_THROWS_AS(loop_candidate({predicted(1.0, 1)}, -0.1), omgs::Error);
 }
 
+TEST_CASE("loop candidate: within the choice margin, far more communication is not a gain",
+          "[plan][closed-loop]") {
+  // Two emulated hosts at 10 Gbit/s (docs/planner.md): MGS's sparse plan, and optimal's with
+  // 25 MB of dense groups predicted 6% faster with them hidden; it measured 1.3-1.5x slower.
+  omgs::Plan sparse = predicted(0.0373, 52), dense = predicted(0.0350, 9);
+  sparse.predicted.comm_total_s = 0.015;
+  dense.predicted.comm_total_s = 0.060;
+  CHECK_FALSE(omgs::detail::loop_admits(dense, sparse));
+  CHECK(loop_candidate({sparse, dense}, 0.05) == 0);
+  // Nor the proposal: the configured plan where it differs from the plan in force, and no
+  // exploration where the configured plan is in force.
+  CHECK(omgs::detail::loop_proposal({sparse, dense}, 0.05, predicted(0.04, 3).groups, 0.04) == 0);
+  CHECK(omgs::detail::loop_proposal({sparse, dense}, 0.05, sparse.groups, 0.0373) == 0);
+  // Within twice the communication it is the candidate, as is any plan predicted faster than
+  // the margin.
+  dense.predicted.comm_total_s = 0.030;
+  CHECK(loop_candidate({sparse, dense}, 0.05) == 1);
+  dense.predicted.comm_total_s = 0.060;
+  dense.predicted.iteration_end_s = 0.0330;
+  CHECK(omgs::detail::loop_admits(dense, sparse));
+  CHECK(loop_candidate({sparse, dense}, 0.05) == 1);
+}
+
 TEST_CASE("loop candidate: the planners compared, and the bounded optimal search",
           "[plan][closed-loop]") {
   CHECK(loop_planners(Planner::automatic, model, config) ==
