@@ -31,6 +31,24 @@ inline std::vector<omgs::SparsePair> random_pairs(std::size_t count, std::uint32
   return out;
 }
 
+/// Collective: whether, summed over ranks per index in double, the dropped pairs plus the
+/// survivors equal the pairs every rank sent (`mine`, indices below n): no mass lost or made
+/// (exact where every value and rounding error is exact in double).
+inline bool survivors_and_dropped_are_the_pairs(const std::vector<omgs::SparsePair>& survivors,
+                                                const std::vector<omgs::SparsePair>& dropped,
+                                                const std::vector<omgs::SparsePair>& mine,
+                                                std::size_t n) {
+  std::vector<double> back(n, 0.0), pairs(n, 0.0);
+  for (const omgs::SparsePair& q : dropped) back[q.index] = q.value;
+  for (const omgs::SparsePair& q : mine) pairs[q.index] = q.value;
+  MPI_Allreduce(MPI_IN_PLACE, back.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                MPI_COMM_WORLD);
+  for (const omgs::SparsePair& q : survivors) back[q.index] += q.value;
+  return back == pairs;
+}
+
 /// Every rank's pairs, in rank order, on every rank.
 inline std::vector<omgs::SparsePair> all_pairs(const std::vector<omgs::SparsePair>& mine) {
   const int p = world_size();

@@ -178,16 +178,8 @@ TEST_CASE("sparse allreduce: sums tied at the threshold, at most k + P - 1 survi
       const std::size_t distinct = kind == 1 ? 300 : 300 * static_cast<std::size_t>(p);
       CHECK(ex.survivors().size() >= k);
       CHECK(ex.survivors().size() <= std::min<std::size_t>(distinct, k + P - 1));
-      // Every index's sum: the survivor's, or every rank's dropped pair back, exactly.
-      std::vector<double> back(n, 0.0), pairs(n, 0.0);
-      for (const SparsePair& q : ex.dropped()) back[q.index] = q.value;
-      for (const SparsePair& q : mine) pairs[q.index] = q.value;
-      MPI_Allreduce(MPI_IN_PLACE, back.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
-                    MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
-                    MPI_COMM_WORLD);
-      for (const SparsePair& q : ex.survivors()) back[q.index] += q.value;
-      CHECK(back == pairs);
+      // Summed over ranks, the dropped pairs and the survivors are the pairs, exactly.
+      CHECK(omgs_test::survivors_and_dropped_are_the_pairs(ex.survivors(), ex.dropped(), mine, n));
     }
   }
 }

@@ -250,17 +250,9 @@ TEST_CASE("sums tied at the threshold: at most k + P - 1 survive, mass exact, ev
         CHECK(ex.survivors().size() >= k);
         CHECK(ex.survivors().size() <= std::min<std::size_t>(distinct, k + P - 1));
         CHECK(ex.survivors().size() <= sa::max_survivors(n, k, P));
-        // Summed over ranks, the dropped pairs and the survivors are the pairs, exactly (every
-        // value and error here is exact in double).
-        std::vector<double> back(n, 0.0), pairs(n, 0.0);
-        for (const SparsePair& q : ex.dropped()) back[q.index] = q.value;
-        for (const SparsePair& q : mine) pairs[q.index] = q.value;
-        MPI_Allreduce(MPI_IN_PLACE, back.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
-                      MPI_COMM_WORLD);
-        MPI_Allreduce(MPI_IN_PLACE, pairs.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
-                      MPI_COMM_WORLD);
-        for (const SparsePair& q : ex.survivors()) back[q.index] += q.value;
-        CHECK(back == pairs);
+        // Summed over ranks, the dropped pairs and the survivors are the pairs, exactly.
+        CHECK(
+            omgs_test::survivors_and_dropped_are_the_pairs(ex.survivors(), ex.dropped(), mine, n));
       }
     }
 }
