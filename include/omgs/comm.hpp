@@ -167,12 +167,11 @@ struct GroupBuffers {
   /// driven by the progress thread beside the other groups' collectives). Each rank submits
   /// up to k pairs from `send` (indices below sparse_numel); about k of the pairs' sums
   /// survive, and every rank receives the same survivors, sorted by index, in `recv`
-  /// (recv_total(g) of them, at most S = min(sparse_numel, k + P - 1), however many sums
-  /// tie at the threshold: detail::sparse_allreduce::max_survivors); `dropped` receives what
-  /// this rank's residual takes back (dropped_total(g) pairs: at most k with
-  /// PairWire::pairs8, this rank's pairs whose index did not survive; at most k + S with a
-  /// compact pair_wire, which adds the rounding errors of its region's survivors:
-  /// SparseAllreduce::dropped()). Host buffers or staging: the exchange runs on the host.
+  /// (recv_total(g), at most S = min(sparse_numel, k + P - 1) however many sums tie:
+  /// sparse_allreduce::max_survivors); `dropped` receives what this rank's residual takes
+  /// back (dropped_total(g) pairs: at most k with PairWire::pairs8, its pairs whose index did
+  /// not survive; at most k + S with a compact pair_wire, which adds the rounding errors of
+  /// its region's survivors). Host buffers or staging: the exchange runs on the host.
   std::size_t sparse_numel = 0;
   SparsePair* dropped = nullptr;  ///< k (pairs8) or k + S pairs (in options.buffer_space)
   /// How a sparse-allreduce group's pairs travel (every rank must agree).

@@ -167,11 +167,9 @@ OMGS_EXPORT const std::vector<Planner>& choice_planners();
 /// plan over repeated calibrations of the same machine (docs/planner.md, "Choosing among
 /// plans"): differences below it are calibration noise, not a property of the plans.
 inline constexpr double default_choice_margin = 0.10;
-/// choose_plan's near-ties keep only the plans whose predicted communication time is within
-/// this factor of the least among them: a plan the model calls as fast because it hides
-/// more communication behind backward still pays for it on the host (the cores that drive
-/// the network, the reductions, the copies) and on a shared fabric, which the model does not
-/// count (measured: docs/planner.md, "Choosing among plans").
+/// choose_plan's near-ties keep the plans whose predicted communication is within this factor
+/// of the least: hidden communication still costs the host and a shared fabric, which the
+/// model does not count (docs/planner.md, "Choosing among plans").
 inline constexpr double near_tie_comm_factor = 2.0;
 
 /// Which exchange the sparse groups of a plan use (docs/planner.md).
@@ -295,13 +293,12 @@ OMGS_EXPORT const std::vector<Planner>& mixed_candidates(const PerfModel& model,
 OMGS_EXPORT const std::vector<Planner>& automatic_candidates(const PerfModel& model, int workers);
 /// The one rule that chooses among plans (Planner::mixed, Planner::automatic, the workers
 /// sweep): with `best` the smallest predicted iteration end, the candidates predicted within
-/// best * (1 + margin) are eligible (and at or below every baseline candidate); of those,
-/// the ones whose predicted communication (Timeline::comm_total_s, hidden or not) is at most
-/// near_tie_comm_factor times the least stay; among them the fewest groups win, then the simpler
-/// collective mix (all groups of one kind, else fewer groups of the minority kind), then
-/// the earlier candidate (the callers' fixed planner order). Deterministic: every rank that
-/// plans the same inputs picks the same index. Throws omgs::Error if `candidates` is empty
-/// or margin is outside [0, 1].
+/// best * (1 + margin) (and at or below every baseline) are eligible; of those, the ones
+/// communicating (Timeline::comm_total_s) at most near_tie_comm_factor times the least
+/// stay; among them the fewest groups win, then the simpler collective mix (one kind, else
+/// fewer groups of the minority kind), then the earlier candidate (the callers' fixed
+/// order). Deterministic: every rank that plans the same inputs picks the same index.
+/// Throws omgs::Error if `candidates` is empty or margin is outside [0, 1].
 OMGS_EXPORT std::size_t choose_plan(const std::vector<Plan>& candidates,
                                     double margin = default_choice_margin);
 /// Throws omgs::Error unless 0 <= margin <= 1.
