@@ -44,7 +44,9 @@ std::uint64_t namespace_key() {
   struct stat st {};
   const unsigned long long inode =
       stat("/proc/self/ns/net", &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0ULL;
-  return std::hash<std::string>{}(std::string(host) + "/" + std::to_string(inode));
+  // 63 bits: MPICH 4.0.2's MPI_MAX on MPI_UNSIGNED_LONG_LONG (the gather below) returned 0
+  // for keys with the top bit set, as if it compared them signed (one namespace seen).
+  return std::hash<std::string>{}(std::string(host) + "/" + std::to_string(inode)) >> 1;
 }
 
 }  // namespace

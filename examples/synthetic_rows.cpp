@@ -114,6 +114,11 @@ void print_collectives(const Args& args, const omgs::PerfModel& model,
                   ? ("the interface counters of the job's " + std::to_string(fabric.hosts()) +
                      " hosts over the timed iterations, per rank")
                         .c_str()
+              : fabric.hosts() > 1
+                  ? ("not measured (" + std::to_string(fabric.hosts()) +
+                     " network namespaces, but a rank could not read its interface "
+                     "counters)")
+                        .c_str()
                   : "not measured (the job runs in one network namespace)");
 }
 
