@@ -12,21 +12,13 @@
 
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
+#include "mpi_world.hpp"
 #include "omgs_catch.hpp"
 
+using omgs_test::world_rank;
+using omgs_test::world_size;
+
 namespace {
-
-int rank_of_world() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int size_of_world() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 omgs::IdleOptions sleeping_idle() {
   omgs::IdleOptions idle;
@@ -38,7 +30,7 @@ omgs::IdleOptions sleeping_idle() {
 }  // namespace
 
 TEST_CASE("the idle barrier holds every rank until the last arrives", "[comm][calibration]") {
-  const int rank = rank_of_world();
+  const int rank = world_rank();
   const double late_s = 0.1;
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = omgs::detail::now_s();
@@ -51,14 +43,13 @@ TEST_CASE("the idle barrier holds every rank until the last arrives", "[comm][ca
   omgs::IdleOptions busy;
   busy.spin_iterations = std::numeric_limits<int>::max();
   const double t1 = omgs::detail::now_s();
-  if (rank == size_of_world() - 1)
-    std::this_thread::sleep_for(std::chrono::duration<double>(late_s));
+  if (rank == world_size() - 1) std::this_thread::sleep_for(std::chrono::duration<double>(late_s));
   omgs::detail::barrier_as_progress_thread(MPI_COMM_WORLD, busy);
   CHECK(omgs::detail::now_s() - t1 >= 0.8 * late_s);
 }
 
 TEST_CASE("the idle wait completes a collective with its result", "[comm][calibration]") {
-  const int rank = rank_of_world(), size = size_of_world();
+  const int rank = world_rank(), size = world_size();
   std::vector<int> in(1000, rank + 1), out(1000, 0);
   MPI_Request req;
   MPI_Iallreduce(in.data(), out.data(), 1000, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req);

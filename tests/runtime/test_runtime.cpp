@@ -12,22 +12,15 @@
 
 #include <omgs/runtime.hpp>
 
+#include "mpi_world.hpp"
 #include "omgs_catch.hpp"
 #include "runtime_test_support.hpp"
 #include "sparse_options.hpp"
 
-namespace {
+using omgs_test::world_rank;
+using omgs_test::world_size;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+namespace {
 
 std::vector<omgs::LayerSpec> test_layers() {
   return {{"embed", 3000, 2e-4}, {"conv1", 1200, 1e-4},    {"bn1", 16, 1e-6},
