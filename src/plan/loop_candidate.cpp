@@ -1,6 +1,7 @@
 // The closed loop's candidate at a refit (loop_candidate.hpp).
 #include "plan/loop_candidate.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -105,23 +106,40 @@ bool same_groups(const std::vector<Group>& a, const std::vector<Group>& b) {
   return true;
 }
 
-std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain,
-                          const std::vector<Group>& in_force, double in_force_s) {
+bool communicates_far_less(const Plan& a, const Plan& b) {
+  return b.predicted.comm_total_s > 0 &&
+         a.predicted.comm_total_s * near_tie_comm_factor <= b.predicted.comm_total_s;
+}
+
+double loop_explore_margin(const Plan& proposal, const Plan& in_force) {
+  return communicates_far_less(proposal, in_force) ? default_choice_margin : 0.0;
+}
+
+std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain, const Plan& in_force) {
   const std::size_t c = loop_candidate(plans, min_gain);
-  if (!same_groups(plans[c].groups, in_force) &&
+  const double in_force_s = in_force.predicted.iteration_end_s;
+  if (!same_groups(plans[c].groups, in_force.groups) &&
       in_force_s - plans[c].predicted.iteration_end_s >= min_gain * in_force_s)
     return c;  // decide() switches to it
-  // No predicted gain over the plan in force: the one exploration goes to the plan predicted
-  // fastest of those that differ from it.
+  // No predicted gain over the plan in force: the one exploration. First the plan that
+  // communicates least of those within the choice margin that communicate at most
+  // 1 / near_tie_comm_factor of the plan in force (the model may call communication hidden
+  // that costs the host, which only a measurement shows); else the plan predicted fastest of
+  // those that differ from it.
+  const double quiet_limit_s = in_force_s * (1.0 + std::max(min_gain, default_choice_margin));
   const std::size_t none = plans.size();
-  std::size_t other = none;
+  std::size_t quiet = none, other = none;
   for (std::size_t i = 0; i < plans.size(); ++i) {
-    const double t = plans[i].predicted.iteration_end_s;
-    if ((i == 0 || loop_admits(plans[i], plans[0])) && std::isfinite(t) &&
-        !same_groups(plans[i].groups, in_force) &&
-        (other == none || t < plans[other].predicted.iteration_end_s))
-      other = i;
+    const Timeline& p = plans[i].predicted;
+    if (!(i == 0 || loop_admits(plans[i], plans[0])) || !std::isfinite(p.iteration_end_s) ||
+        same_groups(plans[i].groups, in_force.groups))
+      continue;
+    if (p.iteration_end_s < quiet_limit_s && communicates_far_less(plans[i], in_force) &&
+        (quiet == none || p.comm_total_s < plans[quiet].predicted.comm_total_s))
+      quiet = i;
+    if (other == none || p.iteration_end_s < plans[other].predicted.iteration_end_s) other = i;
   }
+  if (quiet != none) return quiet;
   return other == none ? c : other;
 }
 

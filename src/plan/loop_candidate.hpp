@@ -80,15 +80,24 @@ std::size_t loop_candidate(const std::vector<Plan>& plans, double min_gain);
 /// True if the two groupings are the same groups with the same collectives.
 bool same_groups(const std::vector<Group>& a, const std::vector<Group>& b);
 
+/// True if `a` is predicted to communicate (Timeline::comm_total_s, hidden or not) at most
+/// 1 / near_tie_comm_factor of what `b` communicates, and `b` communicates at all.
+bool communicates_far_less(const Plan& a, const Plan& b);
+
+/// The tie margin decide() widens to for a proposal (LoopInputs::explore_margin):
+/// default_choice_margin when the proposal communicates_far_less than the plan in force
+/// (choose_plan calls plans within that margin ties), else 0 (min_gain alone).
+double loop_explore_margin(const Plan& proposal, const Plan& in_force);
+
 /// The plan a refit puts to the loop's decision (loop_decision.hpp), given the plan in force
 /// (its groups, and its prediction under the same model): loop_candidate's when it differs
-/// from the plan in force and is predicted at least min_gain of in_force_s faster (decide()
-/// switches to it); otherwise the fastest predicted plan (plans[0] or an admitted one) whose
-/// groups differ from the plan
-/// in force, which decide() explores once if it is predicted within min_gain of it and
-/// otherwise keeps out: the one exploration goes to the plan predicted fastest, of any
-/// planner. Returns loop_candidate's index when no plan differs.
-std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain,
-                          const std::vector<Group>& in_force, double in_force_s);
+/// from the plan in force and is predicted at least min_gain of its time faster (decide()
+/// switches to it). Otherwise the one exploration's plan, among plans[0] and the admitted
+/// ones whose groups differ from the plan in force: the one that communicates least of those
+/// predicted within max(min_gain, default_choice_margin) of the plan in force that
+/// communicate_far_less than it; else the one predicted fastest. decide() explores it once
+/// if it is within its tie margin (loop_explore_margin) and otherwise keeps it out. Returns
+/// loop_candidate's index when no plan differs.
+std::size_t loop_proposal(const std::vector<Plan>& plans, double min_gain, const Plan& in_force);
 
 }  // namespace omgs::detail

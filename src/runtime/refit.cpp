@@ -222,8 +222,8 @@ LoopInputs ClosedLoop::loop_inputs(const RefitReport& rep, bool candidate_differ
 /// planner's plan, unless a plan of the automatic candidates (single, layerwise, optimal, ...;
 /// optimal under loop_optimal_budget(); all-sparse ones for an all-sparse planner) is
 /// predicted at least replan_min_gain faster than it; then the fastest. Unless that is
-/// predicted to gain on `current` (the plan in force under the fitted model), the fastest
-/// plan that differs from `current` (decide() explores it on a predicted tie). Every input
+/// predicted to gain on `current` (the plan in force under the fitted model), the plan
+/// loop_proposal names for the one exploration (decide() tries it on a predicted tie). Every input
 /// is agreed, so every rank gets the same plan (which install_plan checks). Not collective.
 Plan ClosedLoop::candidate_plan(const std::vector<LayerSpec>& layers, const PerfModel& fitted,
                                 const Plan& current) const {
@@ -233,8 +233,7 @@ Plan ClosedLoop::candidate_plan(const std::vector<LayerSpec>& layers, const Perf
   const PerfModel& model = sparse_only_planner(planner) ? sparse : fitted;
   for (Planner p : loop_planners(planner, model, host_.plan_config()))
     plans.push_back(host_.plan_for(p, layers, model, plans.empty() ? OptimalBudget{} : budget));
-  const std::size_t c =
-      loop_proposal(plans, replan_min_gain, current.groups, current.predicted.iteration_end_s);
+  const std::size_t c = loop_proposal(plans, replan_min_gain, current);
   return std::move(plans[c]);
 }
 
@@ -242,8 +241,9 @@ Plan ClosedLoop::candidate_plan(const std::vector<LayerSpec>& layers, const Perf
 /// (plan/loop_decision.hpp) on agreed inputs: take back the last switch if it measured
 /// slower than the plan it replaced (that plan returns with its own window's model and
 /// backward times), else switch to the loop's candidate (candidate_plan) if it is
-/// predicted to gain at least replan_min_gain (or, once, within it either way), within
-/// max_replans. Collective.
+/// predicted to gain at least replan_min_gain (or, once, within the tie margin either way:
+/// replan_min_gain, or the choice margin for a plan that communicates far less than the plan
+/// in force, loop_explore_margin), within max_replans. Collective.
 void ClosedLoop::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<LayerSpec> next_layers,
                              RefitReport& rep) {
   const PlanConfig config = host_.plan_config();
@@ -259,7 +259,9 @@ void ClosedLoop::switch_plan(std::unique_ptr<PerfModel> fitted, std::vector<Laye
   rep.candidate_groups = candidate.groups.size();
   rep.candidate_planner = candidate.planner;
   rep.model = fitted->describe();
-  const LoopDecision d = decide(loop_inputs(rep, !same_groups(candidate.groups, plan.groups)));
+  LoopInputs in = loop_inputs(rep, !same_groups(candidate.groups, plan.groups));
+  in.explore_margin = loop_explore_margin(candidate, current);
+  const LoopDecision d = decide(in);
   ++model_generation;
   settled = d.settled;
   if (d.action == LoopAction::take_back) {

@@ -55,6 +55,23 @@ TEST_CASE("loop decision: a predicted tie is explored once; a predicted loss is 
   CHECK(decide(in).action == LoopAction::keep);
 }
 
+TEST_CASE("loop decision: the tie widens to explore_margin (a plan that communicates far less)",
+          "[plan][closed-loop]") {
+  LoopInputs in = differing(1.0, 1.064);  // 2 hosts, 10 Gbit/s: MGS's plan against all dense
+  CHECK(decide(in).action == LoopAction::keep);
+  in.explore_margin = 0.10;
+  CHECK(decide(in).action == LoopAction::explore);
+  CHECK_FALSE(decide(in).settled);
+  in.explored = true;  // once only
+  CHECK(decide(in).action == LoopAction::keep);
+  in = differing(1.0, 1.11);
+  in.explore_margin = 0.10;
+  CHECK(decide(in).action == LoopAction::keep);
+  in = differing(1.0, 0.96);  // a margin narrower than min_gain changes nothing
+  in.explore_margin = 0.01;
+  CHECK(decide(in).action == LoopAction::explore);
+}
+
 TEST_CASE("loop decision: a switch that measured slower is taken back, and the loop settles",
           "[plan][closed-loop]") {
   LoopInputs in = differing(1.0, 0.8);  // even with a further predicted gain
