@@ -15,6 +15,7 @@
 #include "comm/backoff.hpp"
 #include "comm/clock.hpp"
 #include "comm/layout.hpp"
+#include "comm/machine_ranks.hpp"
 #include "comm/pinning.hpp"
 
 namespace omgs::detail {
@@ -179,7 +180,8 @@ IdleOptions progress_idle(MPI_Comm comm, int compute_threads) {
   RankLayout l;
   l.compute_threads = std::max(1, compute_threads);
   l.cores = pinner.process_cores();
-  if (pinner.process_unbound()) l.sharing_ranks = ranks_on_node(comm);
+  const int sharing = machine_ranks(comm).count;  // collective: every rank, bound or not
+  if (pinner.process_unbound()) l.sharing_ranks = sharing;
   if (oversubscribed(l)) return idle_for_layout(IdleOptions{}, l);
   IdleOptions busy;
   busy.spin_iterations = std::numeric_limits<int>::max();

@@ -88,13 +88,14 @@ OMGS_EXPORT void wait_as_progress_thread(MPI_Request& req, const IdleOptions& id
 OMGS_EXPORT void barrier_as_progress_thread(MPI_Comm comm, const IdleOptions& idle = IdleOptions{});
 
 /// Collective: how calibration waits for the collectives it times on this rank's layout (the
-/// cores of its cpuset, shared by the ranks of its node when the launcher did not bind them
-/// apart, compute_threads each). Where the layout oversubscribes its cores, as the progress
-/// thread polls there (idle_for_layout: it sleeps at once): a rank busy-polling on a core
-/// another rank needs holds it until the scheduler's tick, which the runtime's posts do not
-/// pay (at two emulated hosts both ranks sat on one core and a 1-pair allgather took 8 ms
-/// instead of 0.3 ms: docs/model-check.md, "The latency at two hosts"). Elsewhere busy
-/// (unbounded spinning, as MPI_Wait): on cores of its own a rank's busy wait costs nobody.
+/// cores of its cpuset, shared by the ranks of its machine when the launcher did not bind
+/// them apart, emulated hosts included: machine_ranks; compute_threads each). Where the layout
+/// oversubscribes its cores, as the progress thread polls there (idle_for_layout: it sleeps at
+/// once): a rank busy-polling on a core another rank needs holds it until the scheduler's tick,
+/// which the runtime's posts do not pay (at two emulated hosts both ranks sat on one core and a
+/// 1-pair allgather took 8 ms instead of 0.3 ms: docs/model-check.md, "The latency at two hosts").
+/// Elsewhere busy (unbounded spinning, as MPI_Wait): on cores of its own a rank's busy wait costs
+/// nobody.
 OMGS_EXPORT IdleOptions progress_idle(MPI_Comm comm, int compute_threads);
 
 /// Collective: `repetitions` timed MPI_Iallgatherv of `bytes_per_rank` bytes from every

@@ -13,6 +13,7 @@
 
 #include "comm/engine_impl.hpp"
 #include "comm/environment.hpp"
+#include "comm/machine_ranks.hpp"
 
 namespace omgs::detail {
 
@@ -73,22 +74,15 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
 }
 
 /// Collective (every mode, so that ranks in different modes still match): this rank's
-/// index among the ranks of the communicator on its node, and their number.
+/// index among the ranks of the communicator on its machine, and their number
+/// (machine_ranks: emulated hosts of one machine share its cores).
 std::pair<int, int> EngineImpl::node_ranks() {
-  MPI_Comm node = MPI_COMM_NULL;
-  int rank = 0, size = 1;
-  if (MPI_Comm_split_type(comm_.get(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
-          MPI_SUCCESS &&
-      node != MPI_COMM_NULL) {
-    MPI_Comm_rank(node, &rank);
-    MPI_Comm_size(node, &size);
-    MPI_Comm_free(&node);
-  }
-  return {rank, size};
+  const MachineRanks m = machine_ranks(comm_.get());
+  return {m.index, m.count};
 }
 
 /// The layout the automatic pin decides on. A process cpuset that is the whole machine is
-/// shared by every rank of the node (the launcher did not bind ranks apart).
+/// shared by every rank of the machine (the launcher did not bind ranks apart).
 RankLayout EngineImpl::measure_layout(std::pair<int, int> node) {
   RankLayout l;
   l.compute_threads = std::max(1, options_.compute_threads);

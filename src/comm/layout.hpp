@@ -10,7 +10,7 @@
 namespace omgs::detail {
 
 struct RankLayout {
-  int sharing_ranks = 1;    ///< ranks on this node sharing this process's cpuset (incl. us)
+  int sharing_ranks = 1;    ///< ranks on this machine sharing this process's cpuset (incl. us)
   int local_rank = 0;       ///< this rank's index among them
   int compute_threads = 1;  ///< the caller's compute threads per rank (OpenMP), >= 1
   int cores = 1;            ///< cores in this process's cpuset
