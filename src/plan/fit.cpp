@@ -39,10 +39,11 @@ LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double
 }
 
 LinearFit fit_latency_bandwidth(const std::vector<double>& x,
-                                const std::vector<std::vector<double>>& samples) {
+                                const std::vector<std::vector<double>>& samples,
+                                SampleStatistic statistic) {
   std::vector<double> y, w;
   for (const std::vector<double>& s : samples) {
-    y.push_back(minimum(s));
+    y.push_back(statistic == SampleStatistic::median ? median(s) : minimum(s));
     w.push_back(y.back() > 0 ? 1.0 / (y.back() * y.back()) : 1.0);
   }
   LinearFit f = fit_nonnegative(x, y, w);

@@ -47,9 +47,17 @@ LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double
 LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double>& y,
                           const std::vector<double>& w);
 
+/// Which sample of a size's timings stands for it in fit_latency_bandwidth.
+enum class SampleStatistic {
+  fastest,  ///< on cores of its own, what slows a collective is noise that only adds time
+  median,   ///< where ranks share cores, waiting for the scheduler is the run's own cost
+};
+
 /// Latency and bandwidth (y ~ alpha + beta x) from repeated timings: samples[i] holds the
 /// timings at x[i] (non-empty, positive). Noise on a timed collective only adds time, so each
-/// size is represented by its fastest sample (an outlier never sets it), and the line is
+/// size is represented by its fastest sample (an outlier never sets it; `statistic` median
+/// where the ranks share cores: on 16 emulated hosts on 2 cores the fastest of a few 1-pair
+/// allgathers took 1.3 ms and their median 30 ms, docs/model-check.md), and the line is
 /// fitted in relative error (weights 1 / y^2): the small sizes then decide alpha instead of
 /// being drowned by the absolute noise of the large ones, which made least squares' alpha
 /// vary 10-100x between runs. Where that line passes below the largest size's time, its
@@ -58,7 +66,8 @@ LinearFit fit_nonnegative(const std::vector<double>& x, const std::vector<double
 /// not set the rate of the largest messages, whose time the largest size measured (the
 /// dense allreduce's line at two hosts was 2-4x low there). Non-negative as fit_nonnegative.
 OMGS_EXPORT LinearFit fit_latency_bandwidth(const std::vector<double>& x,
-                                            const std::vector<std::vector<double>>& samples);
+                                            const std::vector<std::vector<double>>& samples,
+                                            SampleStatistic statistic = SampleStatistic::fastest);
 
 /// The smallest element; v must not be empty.
 double minimum(const std::vector<double>& v);

@@ -82,6 +82,7 @@ void RuntimeImpl::calibrate() {
   context.ranks_per_node = options.ranks_per_node;
   context.density = options.density;
   context.idle = progress_idle(comm, Kokkos::DefaultHostExecutionSpace().concurrency());
+  if (context.idle.spin_iterations == 0) context.statistic = SampleStatistic::median;
   for (const auto& [line, timing] : line_calibrations(allowed))
     fit.lines[line].fit = timing.fit(context);
   // The slowest rank sets the pace: every rank plans with the maximum, so plans agree

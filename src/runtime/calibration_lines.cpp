@@ -16,9 +16,9 @@ namespace omgs::detail {
 
 namespace {
 
-/// The allgather of (index, value) pairs, each size represented by its fastest repetition
-/// (fit_latency_bandwidth), on the bytes every rank receives; waited for as
-/// CalibrationContext::idle says.
+/// The allgather of (index, value) pairs, each size represented by its fastest (or median:
+/// CalibrationContext::statistic) repetition (fit_latency_bandwidth), on the bytes every rank
+/// receives; waited for as CalibrationContext::idle says.
 LinearFit calibrate_allgather(const CalibrationContext& c) {
   std::vector<std::vector<double>> samples;
   std::vector<double> x;
@@ -32,7 +32,7 @@ LinearFit calibrate_allgather(const CalibrationContext& c) {
     samples.push_back(std::move(t));
     x.push_back(static_cast<double>(k) * sizeof(SparsePair) * c.size);
   }
-  return fit_latency_bandwidth(x, samples);
+  return fit_latency_bandwidth(x, samples, c.statistic);
 }
 
 /// The dense groups' allreduce of n floats in the form the run uses (choose_dense_allreduce),
@@ -51,7 +51,7 @@ LinearFit calibrate_allreduce(const CalibrationContext& c) {
     samples.push_back(std::move(t));
     x.push_back(4.0 * static_cast<double>(n));
   }
-  return fit_latency_bandwidth(x, samples);
+  return fit_latency_bandwidth(x, samples, c.statistic);
 }
 
 struct CalibrationRegistry {

@@ -32,6 +32,8 @@ struct CalibrationContext {
   double density = 0.01;   ///< the run's density
   /// How a timed collective is waited for (progress_idle, comm/collectives.hpp).
   IdleOptions idle{};
+  /// Each size's sample fitted: the median where idle sleeps at once (the ranks share cores).
+  SampleStatistic statistic = SampleStatistic::fastest;
 };
 
 /// One line's calibration. `fit` is collective over the context's communicator and must give

@@ -156,3 +156,25 @@ TEST_CASE("the latency-bandwidth fit stays non-negative", "[plan][fit]") {
   CHECK(one.c0 == 0.0);
   CHECK(one.c1 == Approx(2.0));
 }
+
+TEST_CASE("the latency-bandwidth fit on medians, where ranks share cores", "[plan][fit]") {
+  // 16 emulated hosts on 2 cores, the 1-pair to 32 Ki-pair allgathers (s): one lucky
+  // repetition per size in which every rank ran at once, the others waited for the scheduler.
+  const std::vector<double> x = {128, 2048, 32768, 262144};
+  const std::vector<std::vector<double>> s = {{0.0013, 0.031, 0.029},
+                                              {0.0017, 0.030, 0.033},
+                                              {0.0025, 0.035, 0.031},
+                                              {0.012, 0.045, 0.041}};
+  const LinearFit fast = fit_latency_bandwidth(x, s);
+  const LinearFit med = fit_latency_bandwidth(x, s, omgs::detail::SampleStatistic::median);
+  CHECK(fast.c0 < 0.002);
+  CHECK(med.c0 > 0.025);
+  CHECK(med.c0 < 0.035);
+  CHECK(med.c0 + med.c1 * x.back() == Approx(0.045).epsilon(0.15));
+  // One sample per size: the two agree.
+  const LinearFit a = fit_latency_bandwidth({1, 2}, {{3}, {5}});
+  const LinearFit b =
+      fit_latency_bandwidth({1, 2}, {{3}, {5}}, omgs::detail::SampleStatistic::median);
+  CHECK(a.c0 == b.c0);
+  CHECK(a.c1 == b.c1);
+}
