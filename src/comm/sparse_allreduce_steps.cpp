@@ -209,10 +209,6 @@ Cut cut_of(const CoarsePick& pick, const std::vector<std::int64_t>& fine_hist) {
   return cut;
 }
 
-std::uint32_t threshold_key(const CoarsePick& pick, const std::vector<std::int64_t>& fine_hist) {
-  return cut_of(pick, fine_hist).key;
-}
-
 std::int64_t region_quota(const Cut& cut, std::int64_t mine) {
   if (mine <= 0 || cut.needed <= 0) return 0;
   // in_bin counts distinct indices of a group of at most 2^32: needed < in_bin <= 2^32 and

@@ -187,7 +187,7 @@ TEST_CASE("the threshold keeps the k largest magnitudes and the ties of the last
     REQUIRE_FALSE(pick.keep_all);
     sa::histogram(reduced, true, pick.bin, fine);
     std::vector<SparsePair> kept;
-    sa::select_at_or_above(reduced, sa::threshold_key(pick, fine), kept);
+    sa::select_at_or_above(reduced, sa::cut_of(pick, fine).key, kept);
     // Distinct magnitudes 0.37 apart: the fine bins are narrower, so exactly k survive.
     CHECK(kept.size() == k);
     for (const SparsePair& p : kept) CHECK(p.index >= 1000 - k);
@@ -202,15 +202,15 @@ TEST_CASE("the threshold keeps all when fewer than k, none when k is 0, NaN alwa
   std::vector<SparsePair> kept;
   const sa::CoarsePick all = sa::pick_coarse(coarse, 5);
   CHECK(all.keep_all);
-  sa::select_at_or_above(reduced, sa::threshold_key(all, fine), kept);
+  sa::select_at_or_above(reduced, sa::cut_of(all, fine).key, kept);
   CHECK(kept.size() == 3u);
   const sa::CoarsePick none = sa::pick_coarse(coarse, 0);
   CHECK(none.keep_none);
-  sa::select_at_or_above(reduced, sa::threshold_key(none, fine), kept);
+  sa::select_at_or_above(reduced, sa::cut_of(none, fine).key, kept);
   CHECK(kept.empty());
   const sa::CoarsePick one = sa::pick_coarse(coarse, 1);
   sa::histogram(reduced, true, one.bin, fine);
-  sa::select_at_or_above(reduced, sa::threshold_key(one, fine), kept);
+  sa::select_at_or_above(reduced, sa::cut_of(one, fine).key, kept);
   REQUIRE(kept.size() == 1u);
   CHECK(kept[0].index == 2);  // the NaN ranks above every number
 }
@@ -330,7 +330,6 @@ TEST_CASE("select_cut keeps every entry above the fine bin and its quota's large
   const sa::Cut cut = sa::cut_of(pick, fine);
   CHECK(cut.in_bin == 6);
   CHECK(cut.needed == 3);
-  CHECK(cut.key == sa::threshold_key(pick, fine));
   std::vector<SparsePair> kept, scratch;
   sa::select_cut(reduced, cut, kept, scratch);  // one region: its quota is exactly 3
   std::vector<std::uint32_t> idx;
@@ -342,7 +341,7 @@ TEST_CASE("select_cut keeps every entry above the fine bin and its quota's large
   sa::histogram(reduced, true, all.bin, fine);
   sa::select_cut(reduced, sa::cut_of(all, fine), kept, scratch);
   std::vector<SparsePair> at_or_above;
-  sa::select_at_or_above(reduced, sa::threshold_key(all, fine), at_or_above);
+  sa::select_at_or_above(reduced, sa::cut_of(all, fine).key, at_or_above);
   CHECK(kept.size() == 11u);
   CHECK(at_or_above.size() == 11u);
   // keep_all and keep_none.

@@ -103,11 +103,6 @@ struct CoarsePick {
 };
 OMGS_EXPORT CoarsePick pick_coarse(const std::vector<std::int64_t>& coarse_hist, std::uint64_t k);
 
-/// The key at and above which entries survive, from the coarse pick and the fine histogram
-/// of its bin (unused where the pick keeps all or none).
-OMGS_EXPORT std::uint32_t threshold_key(const CoarsePick& pick,
-                                        const std::vector<std::int64_t>& fine_hist);
-
 /// Where the survivors are cut, from the coarse pick and the fine histogram of its bin (both
 /// summed over the ranks, so the same on every rank): every entry whose key is at or above
 /// `whole` (the next fine bin's lower edge) survives, none below `key` (the threshold fine
