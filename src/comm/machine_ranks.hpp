@@ -12,6 +12,8 @@
 
 #include <mpi.h>
 
+#include <omgs/export.hpp>
+
 namespace omgs::detail {
 
 struct MachineRanks {
@@ -22,10 +24,11 @@ struct MachineRanks {
 /// A 64-bit key of the running kernel: FNV-1a of /proc/sys/kernel/random/boot_id (new at
 /// every boot, the same in every namespace and container of the machine); 0 where it cannot
 /// be read.
-std::uint64_t machine_key(const std::string& boot_id_path = "/proc/sys/kernel/random/boot_id");
+OMGS_EXPORT std::uint64_t machine_key(
+    const std::string& boot_id_path = "/proc/sys/kernel/random/boot_id");
 
 /// Collective: the ranks of `comm` whose machine_key is this rank's. Where some rank has no
 /// key, MPI's shared-memory split instead (its node).
-MachineRanks machine_ranks(MPI_Comm comm);
+OMGS_EXPORT MachineRanks machine_ranks(MPI_Comm comm);
 
 }  // namespace omgs::detail
