@@ -150,14 +150,7 @@ std::vector<double> mean_from_root(MPI_Comm comm, const std::vector<double>& val
 }
 
 int ranks_on_node(MPI_Comm comm) {
-  MPI_Comm node = MPI_COMM_NULL;
-  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS ||
-      node == MPI_COMM_NULL)
-    return 1;
-  int n = 1;
-  MPI_Comm_size(node, &n);
-  MPI_Comm_free(&node);
-  return n > 0 ? n : 1;
+  return std::max(1, shared_memory_ranks(comm).count);
 }
 
 void wait_as_progress_thread(MPI_Request& req, const IdleOptions& idle) {

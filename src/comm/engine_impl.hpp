@@ -21,6 +21,7 @@
 #include "comm/clock.hpp"
 #include "comm/collectives.hpp"
 #include "comm/layout.hpp"
+#include "comm/machine_ranks.hpp"
 #include "comm/node_comms.hpp"
 #include "comm/pinning.hpp"
 #include "comm/watchdog.hpp"
@@ -128,9 +129,8 @@ class EngineImpl {
                        const char* name, MPI_Comm verdict_comm);
   void init_groups(GroupState* states, int count, bool staging);
   void init_driver_state();
-  std::pair<int, int> node_ranks();
-  RankLayout measure_layout(std::pair<int, int> node);
-  void start_progress(std::pair<int, int> node);
+  RankLayout measure_layout(const MachineRanks& machine);
+  void start_progress(const MachineRanks& machine);
   void shutdown() noexcept;
   // rebind() (engine_rebind.cpp): this rank's verdict on taking new groups now, and the
   // progress thread parked while the engine's state changes under it.

@@ -13,7 +13,6 @@
 
 #include "comm/engine_impl.hpp"
 #include "comm/environment.hpp"
-#include "comm/machine_ranks.hpp"
 
 namespace omgs::detail {
 
@@ -70,26 +69,19 @@ EngineImpl::EngineImpl(MPI_Comm user_comm, std::vector<GroupBuffers> groups,
   wire_ctx_ = {comm_.get(), pair_type_.get(), &node_comms_, phased_comm_.get(), 0};
   init_groups(groups_.get(), num_groups_, staging_);
   init_driver_state();
-  start_progress(node_ranks());
-}
-
-/// Collective (every mode, so that ranks in different modes still match): this rank's
-/// index among the ranks of the communicator on its machine, and their number
-/// (machine_ranks: emulated hosts of one machine share its cores).
-std::pair<int, int> EngineImpl::node_ranks() {
-  const MachineRanks m = machine_ranks(comm_.get());
-  return {m.index, m.count};
+  // Collective in every mode, so that ranks in different modes still match.
+  start_progress(machine_ranks(comm_.get()));
 }
 
 /// The layout the automatic pin decides on. A process cpuset that is the whole machine is
 /// shared by every rank of the machine (the launcher did not bind ranks apart).
-RankLayout EngineImpl::measure_layout(std::pair<int, int> node) {
+RankLayout EngineImpl::measure_layout(const MachineRanks& machine) {
   RankLayout l;
   l.compute_threads = std::max(1, options_.compute_threads);
   l.cores = pinner_->process_cores();
   if (pinner_->process_unbound()) {
-    l.local_rank = node.first;
-    l.sharing_ranks = node.second;
+    l.local_rank = machine.index;
+    l.sharing_ranks = machine.count;
   }
   if (oversubscribed(l) && l.compute_threads > 1 && l.local_rank == 0 &&
       !g_oversubscribed_warned.exchange(true)) {
@@ -265,7 +257,7 @@ void EngineImpl::init_driver_state() {
 
 /// Thread mode: choose the PU, start the thread and wait until it reports its binding, so
 /// stats are complete. Inline mode: say why there is no thread.
-void EngineImpl::start_progress(std::pair<int, int> node) {
+void EngineImpl::start_progress(const MachineRanks& machine) {
   if (mode_ != ProgressMode::thread) {
     pin_note_ =
         std::string("unpinned: inline mode (") +
@@ -274,7 +266,7 @@ void EngineImpl::start_progress(std::pair<int, int> node) {
     return;
   }
   pinner_ = std::make_unique<Pinner>();
-  layout_ = measure_layout(node);
+  layout_ = measure_layout(machine);
   const int pu =
       pinner_->choose(options_.pin, options_.preferred_pus, pin_what_, layout_, pin_note_);
   // The thread writes pinned_pu_ / pin_note_ before set_value; get() acquires them.

@@ -22,8 +22,7 @@ std::uint64_t machine_key(const std::string& boot_id_path) {
   return h == 0 ? 1 : h;  // 0 means "no key"
 }
 
-namespace {
-MachineRanks node_split(MPI_Comm comm) {
+MachineRanks shared_memory_ranks(MPI_Comm comm) {
   MachineRanks out;
   MPI_Comm node = MPI_COMM_NULL;
   if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS &&
@@ -34,7 +33,6 @@ MachineRanks node_split(MPI_Comm comm) {
   }
   return out;
 }
-}  // namespace
 
 MachineRanks machine_ranks(MPI_Comm comm) {
   int rank = 0, size = 1;
@@ -47,7 +45,8 @@ MachineRanks machine_ranks(MPI_Comm comm) {
   out.count = 0;
   for (int r = 0; r < size; ++r) {
     const std::uint64_t k = keys[static_cast<std::size_t>(r)];
-    if (k == 0) return node_split(comm);  // every rank sees the same keys: all take this path
+    if (k == 0)
+      return shared_memory_ranks(comm);  // every rank sees the same keys: all take this path
     if (k != mine) continue;
     if (r < rank) ++out.index;
     ++out.count;

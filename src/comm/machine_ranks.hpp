@@ -27,8 +27,12 @@ struct MachineRanks {
 OMGS_EXPORT std::uint64_t machine_key(
     const std::string& boot_id_path = "/proc/sys/kernel/random/boot_id");
 
+/// Collective: the ranks of `comm` on this rank's node as MPI's shared-memory split
+/// (MPI_COMM_TYPE_SHARED) groups them; this rank alone where the split fails.
+MachineRanks shared_memory_ranks(MPI_Comm comm);
+
 /// Collective: the ranks of `comm` whose machine_key is this rank's. Where some rank has no
-/// key, MPI's shared-memory split instead (its node).
+/// key, shared_memory_ranks instead (its node).
 OMGS_EXPORT MachineRanks machine_ranks(MPI_Comm comm);
 
 }  // namespace omgs::detail
